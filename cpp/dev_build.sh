@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Incremental developer build without pip: compiles the extensions into
+# build/dev and links them into jax_lngb/, so `PYTHONPATH=$PWD pytest` runs
+# the working tree. Releases and CI use `pip install .` instead.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+py=${PYTHON:-python3}
+cmake -S "$root/cpp" -B "$root/build/dev" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$(command -v "$py")" "$@" >/dev/null
+cmake --build "$root/build/dev"
+for so in "$root"/build/dev/python/*.so "$root"/build/dev/*/*/*.so; do
+  [ -e "$so" ] || continue
+  ln -sf "$so" "$root/jax_lngb/$(basename "$so")"
+done

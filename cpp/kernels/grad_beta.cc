@@ -1,0 +1,105 @@
+#include "grad_beta.h"
+
+#include <algorithm>
+
+#include "partition.h"
+#include "reduce_rows.h"
+#include "workspace.h"
+
+namespace jax_lngb {
+
+namespace {
+template <typename T>
+void store_typed(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
+}
+}  // namespace
+
+void store_as(DType out, const float* src, void* dst, int64_t n) {
+  switch (out) {
+    case DType::kF32:
+      std::copy(src, src + n, static_cast<float*>(dst));
+      return;
+    case DType::kF16:
+      store_typed(src, static_cast<f16_t*>(dst), n);
+      return;
+    case DType::kBF16:
+      store_typed(src, static_cast<bf16_t*>(dst), n);
+      return;
+  }
+}
+
+const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
+  if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
+  const ReduceRowsFn reduce = reduce_rows_fn(p.in_dtype, p.in_dtype);
+  if (reduce == nullptr) return "unsupported input dtype";
+  const int64_t G = p.groups, R = p.rows, H = p.cols;
+  if (G == 0 || H == 0) return nullptr;
+
+  const int64_t esize = dtype_size(p.in_dtype);
+  const int out_size = dtype_size(p.out_dtype);
+  char* out_g = static_cast<char*>(p.pd_gamma);
+  char* out_b = static_cast<char*>(p.pd_beta);
+  if (R == 0) {
+    // An empty sum is zero, in every dtype.
+    std::fill(out_g, out_g + G * H * out_size, char(0));
+    std::fill(out_b, out_b + G * H * out_size, char(0));
+    return nullptr;
+  }
+
+  const ReducePartition part = make_reduce_partition(R, H, 2 * esize);
+  const int64_t RB = part.rows.num_blocks, CC = part.cols.num_chunks;
+  const int64_t tasks_per_group = RB * CC;
+  // Tiny groups (many vmapped examples) are bundled so a task still streams
+  // a useful amount of memory; bundling never changes a group's partition.
+  const int64_t group_bytes = R * H * 2 * esize;
+  const int64_t groups_per_task =
+      tasks_per_group > 1 ? 1 : std::max<int64_t>(1, kTargetBlockBytes / std::max<int64_t>(group_bytes, 1));
+  const int64_t num_tasks = tasks_per_group > 1 ? G * tasks_per_group
+                                                : (G + groups_per_task - 1) / groups_per_task;
+
+  // Partials: [G][RB][2][H] float32 (gamma then beta for each block).
+  float* partial = thread_workspace(G * RB * 2 * H);
+  const char* res = static_cast<const char*>(p.res_for_gamma);
+  const char* dy = static_cast<const char*>(p.dy);
+
+  auto run_block = [&](int64_t g, int64_t rb, int64_t cc) {
+    const int64_t r0 = part.rows.begin(rb), r1 = part.rows.end(rb);
+    const int64_t c0 = part.cols.begin(cc), c1 = part.cols.end(cc);
+    float* pg = partial + ((g * RB + rb) * 2) * H;
+    float* pb = pg + H;
+    std::fill(pg + c0, pg + c1, 0.0f);
+    std::fill(pb + c0, pb + c1, 0.0f);
+    const int64_t off = ((g * R + r0) * H + c0) * esize;
+    reduce(res + off, dy + off, r1 - r0, c1 - c0, H, H, pg + c0, pb + c0);
+  };
+
+  ex.run(num_tasks, G * group_bytes, [&](int64_t t) {
+    if (tasks_per_group > 1) {
+      const int64_t g = t / tasks_per_group, rem = t % tasks_per_group;
+      run_block(g, rem / CC, rem % CC);
+    } else {
+      const int64_t g1 = std::min(G, (t + 1) * groups_per_task);
+      for (int64_t g = t * groups_per_task; g < g1; ++g) run_block(g, 0, 0);
+    }
+  });
+
+  // Combine block partials in block order, then narrow once.
+  auto combine = [&](int64_t g, int64_t c0, int64_t c1) {
+    float* base = partial + g * RB * 2 * H;
+    for (int64_t rb = 1; rb < RB; ++rb) {
+      const float* src = base + rb * 2 * H;
+      for (int64_t k = 0; k < 2; ++k)
+        for (int64_t c = c0; c < c1; ++c) base[k * H + c] += src[k * H + c];
+    }
+    store_as(p.out_dtype, base + c0, out_g + (g * H + c0) * out_size, c1 - c0);
+    store_as(p.out_dtype, base + H + c0, out_b + (g * H + c0) * out_size, c1 - c0);
+  };
+  ex.run(G * CC, G * RB * 2 * H * 4, [&](int64_t t) {
+    const int64_t g = t / CC, cc = t % CC;
+    combine(g, part.cols.begin(cc), part.cols.end(cc));
+  });
+  return nullptr;
+}
+
+}  // namespace jax_lngb

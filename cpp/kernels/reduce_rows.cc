@@ -1,0 +1,48 @@
+#include "reduce_rows.h"
+
+#include "cpu_features.h"
+#include "reduce_rows_table.h"
+
+namespace jax_lngb {
+
+namespace {
+ReduceRowsTable active_table() {
+  switch (active_isa()) {
+#if defined(JAX_LNGB_HAVE_AVX512)
+    case Isa::kAvx512:
+      return avx512::reduce_rows_table();
+#endif
+#if defined(JAX_LNGB_HAVE_AVX2)
+    case Isa::kAvx2:
+      return avx2::reduce_rows_table();
+#endif
+    default:
+      return generic::reduce_rows_table();
+  }
+}
+}  // namespace
+
+ReduceRowsFn reduce_rows_fn(DType res, DType dy) {
+  static const ReduceRowsTable table = active_table();
+  return table.fn[int(res)][int(dy)];
+}
+
+template <typename TRes, typename TDy>
+void reduce_rows(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
+                 int64_t ld_dy, float* acc_gamma, float* acc_beta) {
+  reduce_rows_fn(dtype_of<TRes>(), dtype_of<TDy>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma,
+                                                    acc_beta);
+}
+
+template void reduce_rows<float, float>(const float*, const float*, int64_t, int64_t, int64_t,
+                                        int64_t, float*, float*);
+template void reduce_rows<f16_t, f16_t>(const f16_t*, const f16_t*, int64_t, int64_t, int64_t,
+                                        int64_t, float*, float*);
+template void reduce_rows<bf16_t, bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t, int64_t,
+                                          int64_t, float*, float*);
+template void reduce_rows<float, f16_t>(const float*, const f16_t*, int64_t, int64_t, int64_t,
+                                        int64_t, float*, float*);
+template void reduce_rows<float, bf16_t>(const float*, const bf16_t*, int64_t, int64_t, int64_t,
+                                         int64_t, float*, float*);
+
+}  // namespace jax_lngb

@@ -1,0 +1,30 @@
+// One instantiation of the reduction per ISA; see simd.h for how this file
+// is compiled several times.
+#include "reduce_rows_isa.h"
+
+#include "reduce_rows_table.h"
+
+namespace jax_lngb {
+namespace JAX_LNGB_ISA_NS {
+
+namespace {
+template <typename TRes, typename TDy>
+void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
+            int64_t ld_dy, float* acc_g, float* acc_b) {
+  reduce_rows_impl(static_cast<const TRes*>(res), static_cast<const TDy*>(dy), rows, cols, ld_res,
+                   ld_dy, acc_g, acc_b);
+}
+}  // namespace
+
+ReduceRowsTable reduce_rows_table() {
+  ReduceRowsTable t{};
+  t.fn[int(DType::kF32)][int(DType::kF32)] = &erased<float, float>;
+  t.fn[int(DType::kF16)][int(DType::kF16)] = &erased<f16_t, f16_t>;
+  t.fn[int(DType::kBF16)][int(DType::kBF16)] = &erased<bf16_t, bf16_t>;
+  t.fn[int(DType::kF32)][int(DType::kF16)] = &erased<float, f16_t>;
+  t.fn[int(DType::kF32)][int(DType::kBF16)] = &erased<float, bf16_t>;
+  return t;
+}
+
+}  // namespace JAX_LNGB_ISA_NS
+}  // namespace jax_lngb

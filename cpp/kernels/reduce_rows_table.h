@@ -1,0 +1,22 @@
+// The per-ISA function tables behind reduce_rows_fn (internal).
+#pragma once
+
+#include "reduce_rows.h"
+
+namespace jax_lngb {
+
+struct ReduceRowsTable {
+  ReduceRowsFn fn[kNumDTypes][kNumDTypes];  // [res dtype][dy dtype]
+};
+
+namespace generic {
+ReduceRowsTable reduce_rows_table();
+}
+namespace avx2 {
+ReduceRowsTable reduce_rows_table();
+}
+namespace avx512 {
+ReduceRowsTable reduce_rows_table();
+}
+
+}  // namespace jax_lngb

@@ -1,0 +1,22 @@
+"""jax_lngb: CANN AscendC's LayerNormGradBeta (and the LayerNorm backward
+built on it) as JAX primitives with native kernels.
+
+    layer_norm_grad_beta(res_for_gamma, dy) -> (pd_gamma, pd_beta)
+    layer_norm(x, gamma, beta, epsilon=1e-5)   # VJP uses the primitive
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
+from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
+
+__all__ = [
+    "__version__",
+    "layer_norm",
+    "layer_norm_grad_beta",
+    "layer_norm_grad_beta_p",
+    "layer_norm_grad_beta_ref",
+    "layer_norm_jnp",
+    "layer_norm_ref",
+]

@@ -1,0 +1,185 @@
+"""`layer_norm_grad_beta_p`: AscendC's LayerNormGradBeta as a JAX primitive.
+
+    pd_gamma[h] = sum over rows r of res_for_gamma[r, h] * dy[r, h]
+    pd_beta[h]  = sum over rows r of dy[r, h]
+
+Every leading axis of the inputs is a row axis; H is the last axis.
+Accumulation is float32 whatever the input dtype; results are narrowed once.
+
+Everything about the primitive lives in this file: abstract evaluation (all
+argument checks happen here, at trace time), the CPU lowering to the C++
+kernel through XLA FFI, the `jax.numpy` lowering every other platform uses,
+the JVP, and the batching rule. The Ascend NPU lowering is registered by
+`jax_lngb.ascend` for the NPU platform only.
+
+Parameters of the primitive:
+    out_dtype:  dtype of pd_gamma and pd_beta.
+    batch_dims: how many leading axes are *independent problems* rather than
+                rows (added by vmap): inputs [*G, *rows, H] give outputs [*G, H].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _native
+from ._validate import (
+    check_kernel_dtype,
+    check_rank,
+    check_same_dtype,
+    check_same_shape,
+)
+
+FFI_TARGET = "jax_lngb_layer_norm_grad_beta"
+
+layer_norm_grad_beta_p = Primitive("layer_norm_grad_beta")
+layer_norm_grad_beta_p.multiple_results = True
+
+
+# ---------------------------------------------------------------- public API
+
+
+def layer_norm_grad_beta(
+    res_for_gamma: jax.typing.ArrayLike,
+    dy: jax.typing.ArrayLike,
+    *,
+    out_dtype: jax.typing.DTypeLike | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Gradients of LayerNorm's gamma and beta (AscendC `LayerNormGradBeta`).
+
+    Args:
+      res_for_gamma: the normalised input ``(x - mean) * rstd``, shape [..., H].
+      dy: the upstream gradient, same shape and dtype as ``res_for_gamma``.
+      out_dtype: dtype of the results; defaults to the input dtype. Pass
+        ``jnp.float32`` to get the float32 sums of 16-bit inputs unrounded.
+
+    Returns:
+      ``(pd_gamma, pd_beta)``, each of shape [H].
+    """
+    res_for_gamma = jnp.asarray(res_for_gamma)
+    dy = jnp.asarray(dy)
+    if out_dtype is None:
+        out = check_kernel_dtype("layer_norm_grad_beta", "res_for_gamma", res_for_gamma.dtype)
+    else:
+        out = check_kernel_dtype("layer_norm_grad_beta", "out_dtype", out_dtype)
+    pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res_for_gamma, dy, out_dtype=out, batch_dims=0)
+    return pd_gamma, pd_beta
+
+
+def layer_norm_grad_beta_ref(res_for_gamma: Any, dy: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Oracle: the float64 NumPy sums over every leading axis."""
+    res = np.asarray(res_for_gamma, dtype=np.float64)
+    d = np.asarray(dy, dtype=np.float64)
+    h = d.shape[-1]
+    return (res * d).reshape(-1, h).sum(0), d.reshape(-1, h).sum(0)
+
+
+# --------------------------------------------------------- abstract evaluation
+
+
+def _abstract_eval(res, dy, *, out_dtype, batch_dims):
+    fn = "layer_norm_grad_beta"
+    check_rank(fn, "res_for_gamma", res.shape, batch_dims + 1)
+    check_kernel_dtype(fn, "res_for_gamma", res.dtype)
+    check_same_shape(fn, "res_for_gamma", res.shape, "dy", dy.shape)
+    check_same_dtype(fn, "res_for_gamma", res.dtype, "dy", dy.dtype)
+    check_kernel_dtype(fn, "out_dtype", out_dtype)
+    out_shape = res.shape[:batch_dims] + res.shape[-1:]
+    aval = jax.core.ShapedArray(out_shape, out_dtype)
+    return aval, aval
+
+
+layer_norm_grad_beta_p.def_abstract_eval(_abstract_eval)
+
+
+# Eager calls compile and run the primitive alone through the same lowering
+# (dispatch.apply_primitive also handles jax.disable_jit() without recursing).
+def _impl(*args, **params):
+    from jax._src import dispatch
+
+    return dispatch.apply_primitive(layer_norm_grad_beta_p, *args, **params)
+
+
+layer_norm_grad_beta_p.def_impl(_impl)
+
+
+# ------------------------------------------------------------------ lowerings
+
+
+def _grad_beta_jnp(res, dy, *, out_dtype, batch_dims):
+    """The same math in jax.numpy, float32 accumulation (non-CPU platforms)."""
+    rows = tuple(range(batch_dims, res.ndim - 1))
+    d = dy.astype(jnp.float32)
+    pd_gamma = jnp.sum(res.astype(jnp.float32) * d, axis=rows)
+    pd_beta = jnp.sum(d, axis=rows)
+    return [pd_gamma.astype(out_dtype), pd_beta.astype(out_dtype)]
+
+
+_ffi_rule = jax.ffi.ffi_lowering(FFI_TARGET)
+
+
+def _cpu_lowering(ctx, res, dy, *, out_dtype, batch_dims):
+    # The kernel reads every size, batch_dims included (from the output
+    # rank), from its buffers: no attributes, so symbolic shapes export.
+    return _ffi_rule(ctx, res, dy)
+
+
+mlir.register_lowering(layer_norm_grad_beta_p, mlir.lower_fun(_grad_beta_jnp, multiple_results=True))
+mlir.register_lowering(layer_norm_grad_beta_p, _cpu_lowering, platform="cpu")
+# The Ascend NPU lowering: see jax_lngb/ascend.py.
+
+
+# ----------------------------------------------------------------------- JVP
+
+
+def _jvp(primals, tangents, *, out_dtype, batch_dims):
+    """The op is bilinear: d(sum res*dy) = sum(dres*dy) + sum(res*ddy).
+
+    Tangents use the jax.numpy form, which JAX can transpose and differentiate
+    again; the primal uses the kernel.
+    """
+    res, dy = primals
+    dres, ddy = tangents
+    params = dict(out_dtype=out_dtype, batch_dims=batch_dims)
+    outs = layer_norm_grad_beta_p.bind(res, dy, **params)
+    zero = jnp.zeros(outs[0].shape, jnp.float32)
+    t_gamma, t_beta = zero, zero
+    if type(dres) is not ad.Zero:
+        t_gamma = t_gamma + _grad_beta_jnp(dres, dy, out_dtype=jnp.float32, batch_dims=batch_dims)[0]
+    if type(ddy) is not ad.Zero:
+        g, b = _grad_beta_jnp(res, ddy, out_dtype=jnp.float32, batch_dims=batch_dims)
+        t_gamma, t_beta = t_gamma + g, t_beta + b
+    return outs, [t_gamma.astype(out_dtype), t_beta.astype(out_dtype)]
+
+
+ad.primitive_jvps[layer_norm_grad_beta_p] = _jvp
+
+
+# ------------------------------------------------------------------ batching
+
+
+def _batch(args, dims, *, out_dtype, batch_dims):
+    """vmap adds an independent problem, never more rows.
+
+    The mapped axis becomes a new leading group axis, so the kernel returns
+    one [H] result per mapped element ([G, H]). Folding it into the rows would
+    sum over examples and silently break per-example gradients.
+    """
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    moved = [
+        jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+        for x, d in zip(args, dims)
+    ]
+    outs = layer_norm_grad_beta_p.bind(*moved, out_dtype=out_dtype, batch_dims=batch_dims + 1)
+    return outs, (0, 0)
+
+
+batching.primitive_batchers[layer_norm_grad_beta_p] = _batch
+
+_native.register_cpu_targets()
