@@ -5,6 +5,7 @@
 // modules with symbolic dimensions run unchanged. The batching rule adds
 // leading "group" axes: inputs are [*G, *rows, H] and outputs [*G, H].
 #include "ffi/ffi_common.h"
+#include "ffi/registry.h"
 #include "kernels/grad_beta.h"
 
 namespace jax_lngb {
@@ -74,3 +75,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbGradBetaCpu, jax_lngb::GradBetaCpuImpl,
                                   .Ret<xla::ffi::AnyBuffer>()  // pd_gamma
                                   .Ret<xla::ffi::AnyBuffer>()  // pd_beta
 );
+
+JAX_LNGB_CPU_HANDLER("jax_lngb_layer_norm_grad_beta", JaxLngbGradBetaCpu);
