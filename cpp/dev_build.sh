@@ -8,7 +8,6 @@ py=${PYTHON:-python3}
 cmake -S "$root/cpp" -B "$root/build/dev" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(command -v "$py")" "$@" >/dev/null
 cmake --build "$root/build/dev"
-for so in "$root"/build/dev/python/*.so "$root"/build/dev/*/*/*.so; do
-  [ -e "$so" ] || continue
-  ln -sf "$so" "$root/jax_lngb/$(basename "$so")"
-done
+# Every extension module the build produced (they all install into jax_lngb/).
+find "$root/build/dev" -name '*.so' -not -path '*/CMakeFiles/*' -print0 |
+  while IFS= read -r -d '' so; do ln -sf "$so" "$root/jax_lngb/$(basename "$so")"; done

@@ -29,6 +29,31 @@ void store_as(DType out, const float* src, void* dst, int64_t n) {
   }
 }
 
+void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta,
+                      int64_t col_chunk, const CpuExecutor& ex) {
+  const int64_t G = partials.groups, RB = partials.blocks, H = partials.cols;
+  if (G == 0 || H == 0) return;
+  col_chunk = std::max<int64_t>(1, std::min(col_chunk, H));
+  const int64_t CC = (H + col_chunk - 1) / col_chunk;
+  const int out_size = dtype_size(out);
+  char* out_g = static_cast<char*>(pd_gamma);
+  char* out_b = static_cast<char*>(pd_beta);
+  ex.run(G * CC, G * RB * 2 * H * 4, [&](int64_t t) {
+    const int64_t g = t / CC;
+    const int64_t c0 = (t % CC) * col_chunk, c1 = std::min(H, c0 + col_chunk);
+    float* sum_g = partials.gamma(g, 0);
+    float* sum_b = partials.beta(g, 0);
+    for (int64_t rb = 1; rb < RB; ++rb) {
+      const float* src_g = partials.gamma(g, rb);
+      const float* src_b = partials.beta(g, rb);
+      for (int64_t c = c0; c < c1; ++c) sum_g[c] += src_g[c];
+      for (int64_t c = c0; c < c1; ++c) sum_b[c] += src_b[c];
+    }
+    store_as(out, sum_g + c0, out_g + (g * H + c0) * out_size, c1 - c0);
+    store_as(out, sum_b + c0, out_b + (g * H + c0) * out_size, c1 - c0);
+  });
+}
+
 const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
   const ReduceRowsFn reduce = reduce_rows_fn(p.in_dtype, p.in_dtype);
@@ -58,16 +83,15 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   const int64_t num_tasks = tasks_per_group > 1 ? G * tasks_per_group
                                                 : (G + groups_per_task - 1) / groups_per_task;
 
-  // Partials: [G][RB][2][H] float32 (gamma then beta for each block).
-  float* partial = thread_workspace(G * RB * 2 * H);
+  GradBetaPartials partials{thread_workspace(G * RB * 2 * H), G, RB, H};
   const char* res = static_cast<const char*>(p.res_for_gamma);
   const char* dy = static_cast<const char*>(p.dy);
 
   auto run_block = [&](int64_t g, int64_t rb, int64_t cc) {
     const int64_t r0 = part.rows.begin(rb), r1 = part.rows.end(rb);
     const int64_t c0 = part.cols.begin(cc), c1 = part.cols.end(cc);
-    float* pg = partial + ((g * RB + rb) * 2) * H;
-    float* pb = pg + H;
+    float* pg = partials.gamma(g, rb);
+    float* pb = partials.beta(g, rb);
     std::fill(pg + c0, pg + c1, 0.0f);
     std::fill(pb + c0, pb + c1, 0.0f);
     const int64_t off = ((g * R + r0) * H + c0) * esize;
@@ -84,21 +108,7 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
     }
   });
 
-  // Combine block partials in block order, then narrow once.
-  auto combine = [&](int64_t g, int64_t c0, int64_t c1) {
-    float* base = partial + g * RB * 2 * H;
-    for (int64_t rb = 1; rb < RB; ++rb) {
-      const float* src = base + rb * 2 * H;
-      for (int64_t k = 0; k < 2; ++k)
-        for (int64_t c = c0; c < c1; ++c) base[k * H + c] += src[k * H + c];
-    }
-    store_as(p.out_dtype, base + c0, out_g + (g * H + c0) * out_size, c1 - c0);
-    store_as(p.out_dtype, base + H + c0, out_b + (g * H + c0) * out_size, c1 - c0);
-  };
-  ex.run(G * CC, G * RB * 2 * H * 4, [&](int64_t t) {
-    const int64_t g = t / CC, cc = t % CC;
-    combine(g, part.cols.begin(cc), part.cols.end(cc));
-  });
+  combine_partials(partials, p.out_dtype, p.pd_gamma, p.pd_beta, part.cols.cols_per_chunk, ex);
   return nullptr;
 }
 

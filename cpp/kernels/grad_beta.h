@@ -29,4 +29,22 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex);
 // Writes n float32 values as `out` dtype (round to nearest even).
 void store_as(DType out, const float* src, void* dst, int64_t n);
 
+// Block partials of a gamma/beta reduction, as every producer lays them out:
+// [groups][blocks][2][cols] float32, gamma then beta for each block.
+struct GradBetaPartials {
+  float* data = nullptr;
+  int64_t groups = 0;
+  int64_t blocks = 0;
+  int64_t cols = 0;
+
+  float* gamma(int64_t g, int64_t b) const { return data + ((g * blocks + b) * 2) * cols; }
+  float* beta(int64_t g, int64_t b) const { return gamma(g, b) + cols; }
+};
+
+// Adds the partials of each group in block order and narrows the sums once
+// into pd_gamma/pd_beta ([groups][cols] of out dtype). `col_chunk` sets the
+// granularity of the parallel split (it cannot change any result).
+void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta,
+                      int64_t col_chunk, const CpuExecutor& ex);
+
 }  // namespace jax_lngb
