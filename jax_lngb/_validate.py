@@ -81,3 +81,26 @@ def check_epsilon(fn: str, epsilon: Any) -> float:
     if not math.isfinite(eps) or eps < 0:
         raise ValueError(f"{fn}: epsilon must be finite and >= 0; got {eps}")
     return eps
+
+
+def check_row_stats(fn: str, name: str, shape: Sequence[int], x_shape: Sequence[int]) -> None:
+    """Per-row statistics (mean, variance) have x's shape without the last axis."""
+    check_shape(fn, name, shape, tuple(x_shape[:-1]), "x.shape[:-1], one value per row")
+
+
+def check_param(fn: str, name: str, shape: Sequence[int], x_shape: Sequence[int], batch_dims: int = 0) -> None:
+    """A LayerNorm parameter is [H]; under vmap it may also be one [H] per
+    mapped element, [*G, H] with G = x.shape[:batch_dims]."""
+    h = x_shape[-1]
+    allowed = [(h,)]
+    if batch_dims:
+        allowed.append(tuple(x_shape[:batch_dims]) + (h,))
+    if tuple(shape) not in allowed:
+        need = " or ".join(_shape_str(s) for s in allowed)
+        raise ValueError(f"{fn}: {name} must have shape {need} ([H], H = x.shape[-1]); got {_shape_str(shape)}")
+
+
+def check_choice(fn: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{fn}: {name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value

@@ -1,0 +1,118 @@
+// ISA-specific bodies of the LayerNorm row kernels (see layer_norm_rows.h
+// for the math); included only by layer_norm_rows_isa.cc, which is compiled
+// once per instruction set. Every sum over a row goes through row_sums
+// (lanes.h), whose association is fixed by H alone.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "lanes.h"
+
+namespace jax_lngb {
+namespace JAX_LNGB_ISA_NS {
+
+// Calls f(c, 16) for every full 16-column block of a row of n columns, then
+// f(c, w) for the partial block at the end, if any; once inlined, the
+// full-block calls see a constant width.
+template <class F>
+inline void for_blocks(int64_t n, F&& f) {
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) f(c, int64_t(kLanes));
+  if (c < n) f(c, n - c);
+}
+
+// Stores w (<= 16) lanes, non-temporally when asked and the block is whole.
+template <typename T>
+inline void put(T* p, const Lanes& v, int64_t w, bool nt) {
+  if (w != kLanes) return store_n(p, v, w);
+  if (nt) {
+    v.stream(p);
+  } else {
+    v.store(p);
+  }
+}
+
+// Non-temporal stores of whole 16-element blocks need the row start aligned
+// to 16 elements.
+template <typename T>
+inline bool stream_ok(const T* row) {
+  return (reinterpret_cast<uintptr_t>(row) % (kLanes * sizeof(T))) == 0;
+}
+
+template <typename T>
+void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                  float eps, bool stream, T* y, float* mean, float* variance) {
+  const float fh = float(H);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * H;
+    T* yr = y + r * H;
+    float s;
+    row_sums<4, 1>(H, [&](int64_t c, int64_t w, Lanes* t) { t[0] = load_n(xr + c, w); }, &s);
+    const float m = s / fh;
+    const Lanes mv = Lanes::splat(m);
+    float q;
+    row_sums<4, 1>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          const Lanes d = load_n(xr + c, w) - mv;
+          t[0] = d * d;
+        },
+        &q);
+    const float v = q / fh;
+    const float rs = 1.0f / std::sqrt(v + eps);
+    const Lanes rv = Lanes::splat(rs);
+    const bool nt = stream && stream_ok(yr);
+    for_blocks(H, [&](int64_t c, int64_t w) {
+      const Lanes xhat = (load_n(xr + c, w) - mv) * rv;
+      put(yr + c, xhat * load_n(gamma + c, w) + load_n(beta + c, w), w, nt);
+    });
+    mean[r] = m;
+    variance[r] = v;
+  }
+}
+
+// kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
+// may be streamed; otherwise it is scratch that must stay in cache.
+template <typename T, typename TRes, bool kResIsOutput>
+void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
+               const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+               TRes* res) {
+  const float fh = float(H);
+  const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dr = dy + r * H;
+    const T* xr = x + r * H;
+    T* out = pd_x + r * H;
+    TRes* rr = res + r * H;
+    const float rs = 1.0f / std::sqrt(variance[r] + eps);
+    const Lanes mv = Lanes::splat(mean[r]);
+    float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
+    row_sums<2, 3>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          const Lanes x2 = load_n(xr + c, w) - mv;
+          const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+          t[0] = x1 * x2;
+          t[1] = x1;
+          t[2] = x2;
+        },
+        s);
+    const float pd_var = (-0.5f * (rs * rs * rs)) * s[0];
+    const float pd_mean = (-rs) * s[1] + (pd_var * inv_h) * (-2.0f * s[2]);
+    const Lanes av = Lanes::splat(pd_var * two_h);
+    const Lanes bv = Lanes::splat(pd_mean * inv_h);
+    const Lanes rv = Lanes::splat(rs);
+    const bool nt = stream && stream_ok(out);
+    const bool nt_res = kResIsOutput && stream && stream_ok(rr);
+    for_blocks(H, [&](int64_t c, int64_t w) {
+      const Lanes x2 = load_n(xr + c, w) - mv;
+      const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+      put(out + c, (av * x2 + bv) + x1 * rv, w, nt);
+      put(rr + c, x2 * rv, w, nt_res);
+    });
+  }
+}
+
+}  // namespace JAX_LNGB_ISA_NS
+}  // namespace jax_lngb

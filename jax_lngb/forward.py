@@ -1,0 +1,126 @@
+"""`layer_norm_forward_p`: the LayerNorm forward as a primitive.
+
+    y = (x - mean) * rstd * gamma + beta,   rstd = 1 / sqrt(variance + epsilon)
+
+over the last axis, returning y (x's dtype) and the float32 per-row mean
+and (biased) variance, which the backward reuses. On the CPU a C++ kernel
+reads each row once (its two statistics passes and the output pass hit the
+cache); other platforms run the same formulas in jax.numpy.
+
+Differentiation: the JVP binds `layer_norm_tangent_p`, the linear map whose
+transpose is the fused backward, so reverse mode (jax.grad, jax.vjp) runs
+the fused kernel and forward mode, linearize and higher orders work too.
+
+Parameters of the primitive:
+    epsilon:    static float added to the variance.
+    batch_dims: leading axes that are independent problems (added by vmap);
+                gamma and beta are then [H] (shared) or [*G, H].
+    backward:   "fused" or "chained": which backward the JVP's transpose runs
+                (see `jax_lngb.layer_norm`); never changes the forward.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _native
+from ._batching import PARAM, ROWS, move_to_groups
+from ._ffi_call import apply_impl, cpu_lowering
+from ._formulas import forward_jnp, stats_tangent_jnp
+from ._validate import check_kernel_dtype, check_param, check_rank
+
+FFI_TARGET = "jax_lngb_layer_norm_forward"
+BACKWARDS = ("fused", "chained")
+
+layer_norm_forward_p = Primitive("layer_norm_forward")
+layer_norm_forward_p.multiple_results = True
+
+
+# --------------------------------------------------------- abstract evaluation
+
+
+def _abstract_eval(x, gamma, beta, *, epsilon, batch_dims, backward):
+    fn = "layer_norm"
+    check_rank(fn, "x", x.shape, batch_dims + 1)
+    check_kernel_dtype(fn, "x", x.dtype)
+    for name, p in (("gamma", gamma), ("beta", beta)):
+        check_kernel_dtype(fn, name, p.dtype)
+        check_param(fn, name, p.shape, x.shape, batch_dims)
+    assert backward in BACKWARDS, backward
+    stats = jax.core.ShapedArray(x.shape[:-1], jnp.float32)
+    return jax.core.ShapedArray(x.shape, x.dtype), stats, stats
+
+
+layer_norm_forward_p.def_abstract_eval(_abstract_eval)
+layer_norm_forward_p.def_impl(apply_impl(layer_norm_forward_p))
+
+
+# ------------------------------------------------------------------ lowerings
+
+
+def _forward_jnp(x, gamma, beta, *, epsilon, batch_dims, backward):
+    return list(forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims))
+
+
+def _result_avals(x, gamma, beta, *, batch_dims, backward):
+    stats = jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32)
+    return (jax.ShapeDtypeStruct(x.shape, x.dtype), stats, stats)
+
+
+mlir.register_lowering(layer_norm_forward_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
+mlir.register_lowering(
+    layer_norm_forward_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
+)
+
+
+# ----------------------------------------------------------------------- JVP
+
+
+def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
+    from .tangent import layer_norm_tangent_p
+
+    x, gamma, beta = primals
+    y, mean, variance = layer_norm_forward_p.bind(
+        x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims, backward=backward
+    )
+    t_x, t_gamma, t_beta = tangents
+    if all(type(t) is ad.Zero for t in tangents):
+        return (y, mean, variance), [ad.Zero(a.to_tangent_aval()) for a in map(jax.core.get_aval, (y, mean, variance))]
+    t_y = layer_norm_tangent_p.bind(
+        ad.instantiate_zeros(t_x),
+        ad.instantiate_zeros(t_gamma),
+        ad.instantiate_zeros(t_beta),
+        x,
+        variance,
+        mean,
+        gamma,
+        epsilon=epsilon,
+        batch_dims=batch_dims,
+        backward=backward,
+    )
+    if type(t_x) is ad.Zero:
+        stats = ad.Zero(jax.core.get_aval(mean).to_tangent_aval())
+        t_mean, t_var = stats, stats
+    else:
+        t_mean, t_var = stats_tangent_jnp(t_x, x, mean)
+    return (y, mean, variance), (t_y, t_mean, t_var)
+
+
+ad.primitive_jvps[layer_norm_forward_p] = _jvp
+
+
+# ------------------------------------------------------------------ batching
+
+
+def _batch(args, dims, *, epsilon, batch_dims, backward):
+    moved = move_to_groups(args, dims, (ROWS, PARAM, PARAM), batch_dims)
+    outs = layer_norm_forward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
+    return outs, (0, 0, 0)
+
+
+batching.primitive_batchers[layer_norm_forward_p] = _batch
+
+_native.register_cpu_targets()

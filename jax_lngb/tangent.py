@@ -1,0 +1,132 @@
+"""`layer_norm_tangent_p`: the JVP of LayerNorm, a map linear in
+(t_x, t_gamma, t_beta) whose transpose is the LayerNorm backward.
+
+    t_y = gamma * (rstd * t_x - rstd * A - 0.5 * rstd^3 * (x - mean) * B)
+          + (x - mean) * rstd * t_gamma + t_beta
+    A = mean(t_x),   B = (2/H) sum(t_x * (x - mean)) - (2/H) sum(x - mean) * A
+
+`layer_norm_forward_p`'s JVP binds it; JAX's reverse mode transposes it,
+and the transpose rule runs the backward the forward was asked for:
+"fused" (`layer_norm_backward_p`, one kernel) or "chained" (CANN's two
+public ops, `layer_norm_grad_p` then `layer_norm_grad_beta_p`). It is
+evaluated only in forward mode (jax.jvp, jax.linearize), by its jax.numpy
+formulas on every platform; its JVP differentiates those formulas, so
+higher orders work.
+
+The formulas are the exact adjoint of LayerNormGrad's, so forward and
+reverse mode agree to rounding, and are the exact derivative of the
+forward's mean/variance/normalize formulas.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from ._batching import PARAM, ROWS, move_to_groups
+from ._ffi_call import apply_impl
+from ._formulas import tangent_jnp
+from ._validate import KERNEL_DTYPES, check_param, check_row_stats, check_same_shape
+
+layer_norm_tangent_p = Primitive("layer_norm_tangent")
+
+_KINDS = (ROWS, PARAM, PARAM, ROWS, ROWS, ROWS, PARAM)
+
+
+def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    fn = "layer_norm (tangent)"
+    check_same_shape(fn, "x", x.shape, "t_x", t_x.shape)
+    for name, p in (("t_gamma", t_gamma), ("t_beta", t_beta), ("gamma", gamma)):
+        check_param(fn, name, p.shape, x.shape, batch_dims)
+    for name, s in (("variance", variance), ("mean", mean)):
+        check_row_stats(fn, name, s.shape, x.shape)
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+layer_norm_tangent_p.def_abstract_eval(_abstract_eval)
+layer_norm_tangent_p.def_impl(apply_impl(layer_norm_tangent_p))
+
+
+def _tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    return tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+
+
+# Forward mode is a few elementwise ops and row sums: the jax.numpy formulas
+# are the lowering on every platform.
+mlir.register_lowering(layer_norm_tangent_p, mlir.lower_fun(_tangent_jnp, multiple_results=False))
+
+
+# ------------------------------------------------------- JVP and transpose
+
+
+def _jvp(primals, tangents, **params):
+    out = layer_norm_tangent_p.bind(*primals, **params)
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    _, t_out = jax.jvp(functools.partial(_tangent_jnp, **params), tuple(primals), tuple(tangents))
+    return out, t_out
+
+
+def _aval(a):
+    return a.aval if ad.is_undefined_primal(a) else jax.core.get_aval(a)
+
+
+def _transpose(ct, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    """The LayerNorm backward: (dx, dgamma, dbeta) from the cotangent of y."""
+    from .backward import layer_norm_backward_p
+    from .grad import layer_norm_grad_p
+    from .grad_beta import layer_norm_grad_beta_p
+
+    if any(ad.is_undefined_primal(a) for a in (x, variance, mean, gamma)):
+        raise NotImplementedError("layer_norm_tangent is linear in (t_x, t_gamma, t_beta) only")
+    if type(ct) is ad.Zero:
+        return [None] * 7
+    g_aval, b_aval = _aval(t_gamma), _aval(t_beta)
+    # Parameters shared by every vmapped group get the sum over the groups,
+    # formed from the float32 per-group sums.
+    shared = batch_dims > 0 and (g_aval.ndim == 1 or b_aval.ndim == 1)
+    out_dtype = np.dtype(g_aval.dtype)
+    if shared or g_aval.dtype != b_aval.dtype or out_dtype not in KERNEL_DTYPES:
+        out_dtype = np.dtype(jnp.float32)
+    if backward == "fused":
+        dx, pd_gamma, pd_beta = layer_norm_backward_p.bind(
+            ct, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype
+        )
+    else:
+        dx, res = layer_norm_grad_p.bind(ct, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+        pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res, ct, out_dtype=out_dtype, batch_dims=batch_dims)
+
+    def fit(v, aval):
+        if v.ndim > aval.ndim:
+            v = jnp.sum(v, axis=tuple(range(v.ndim - aval.ndim)))
+        return v.astype(aval.dtype)
+
+    return [
+        dx if ad.is_undefined_primal(t_x) else None,
+        fit(pd_gamma, g_aval) if ad.is_undefined_primal(t_gamma) else None,
+        fit(pd_beta, b_aval) if ad.is_undefined_primal(t_beta) else None,
+        None,
+        None,
+        None,
+        None,
+    ]
+
+
+ad.primitive_jvps[layer_norm_tangent_p] = _jvp
+ad.primitive_transposes[layer_norm_tangent_p] = _transpose
+
+
+# ------------------------------------------------------------------ batching
+
+
+def _batch(args, dims, *, epsilon, batch_dims, backward):
+    moved = move_to_groups(args, dims, _KINDS, batch_dims)
+    out = layer_norm_tangent_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
+    return out, 0
+
+
+batching.primitive_batchers[layer_norm_tangent_p] = _batch
