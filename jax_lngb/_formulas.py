@@ -51,13 +51,23 @@ def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0):
 
 
 def stats_tangent_jnp(t_x, x, mean):
-    """Tangents of the forward's mean and variance (linear in t_x)."""
+    """Tangents of the forward's mean and variance (linear in t_x):
+    t_mean = mean(t_x), t_var = (2/H) sum((x - mean) * (t_x - t_mean))."""
     h = x.shape[-1]
     tx = t_x.astype(F32)
     t_mean = jnp.sum(tx, -1) / np.float32(h)
     x2 = x.astype(F32) - mean.astype(F32)[..., None]
-    t_var = jnp.sum(x2 * (tx - t_mean[..., None]), -1) * (np.float32(2.0) / np.float32(max(h, 1)))
+    t_var = jnp.sum(x2 * (tx - t_mean[..., None]), -1) * _inv(h)[1]
     return t_mean, t_var
+
+
+def stats_cotangent_jnp(ct_mean, ct_var, x, mean):
+    """The transpose of stats_tangent_jnp: the t_x cotangent of (ct_mean, ct_var)."""
+    inv_h, two_h = _inv(x.shape[-1])
+    x2 = x.astype(F32) - mean.astype(F32)[..., None]
+    s2 = jnp.sum(x2, -1, keepdims=True)
+    cv = ct_var.astype(F32)[..., None]
+    return ct_mean.astype(F32)[..., None] * inv_h + two_h * cv * (x2 - s2 * inv_h)
 
 
 def grad_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, res_dtype=None):
@@ -93,7 +103,7 @@ def backward_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: in
 
 
 def tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0):
-    """The JVP of the forward: t_y for tangents (t_x, t_gamma, t_beta).
+    """The JVP of the forward's y: t_y for tangents (t_x, t_gamma, t_beta).
 
     Written as the exact adjoint of the backward formulas (grad_jnp /
     backward_jnp are its transpose), including the sum(x - mean) term that

@@ -124,7 +124,7 @@ def _transpose(cts, dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dt
     if all(type(c) is ad.Zero for c in cts):
         return [None] * 5
     ct_dx, ct_g, ct_b = (ad.instantiate_zeros(c) for c in cts)
-    ct_dy = layer_norm_tangent_p.bind(
+    ct_dy, _, _ = layer_norm_tangent_p.bind(
         ct_dx, ct_g, ct_b, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, backward="fused"
     )
     return [ct_dy, None, None, None, None]

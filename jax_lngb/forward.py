@@ -29,7 +29,7 @@ from jax.interpreters import ad, batching, mlir
 from . import _native
 from ._batching import PARAM, ROWS, move_to_groups
 from ._ffi_call import apply_impl, cpu_lowering
-from ._formulas import forward_jnp, stats_tangent_jnp
+from ._formulas import forward_jnp
 from ._validate import check_kernel_dtype, check_param, check_rank
 
 FFI_TARGET = "jax_lngb_layer_norm_forward"
@@ -88,8 +88,8 @@ def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
     )
     t_x, t_gamma, t_beta = tangents
     if all(type(t) is ad.Zero for t in tangents):
-        return (y, mean, variance), [ad.Zero(a.to_tangent_aval()) for a in map(jax.core.get_aval, (y, mean, variance))]
-    t_y = layer_norm_tangent_p.bind(
+        return (y, mean, variance), [ad.Zero(jax.typeof(a).to_tangent_aval()) for a in (y, mean, variance)]
+    t_y, t_mean, t_var = layer_norm_tangent_p.bind(
         ad.instantiate_zeros(t_x),
         ad.instantiate_zeros(t_gamma),
         ad.instantiate_zeros(t_beta),
@@ -101,11 +101,6 @@ def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
         batch_dims=batch_dims,
         backward=backward,
     )
-    if type(t_x) is ad.Zero:
-        stats = ad.Zero(jax.core.get_aval(mean).to_tangent_aval())
-        t_mean, t_var = stats, stats
-    else:
-        t_mean, t_var = stats_tangent_jnp(t_x, x, mean)
     return (y, mean, variance), (t_y, t_mean, t_var)
 
 

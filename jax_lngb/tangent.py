@@ -5,6 +5,10 @@
           + (x - mean) * rstd * t_gamma + t_beta
     A = mean(t_x),   B = (2/H) sum(t_x * (x - mean)) - (2/H) sum(x - mean) * A
 
+and the tangents of the forward's saved statistics, t_mean = A and
+t_var = (2/H) sum((x - mean) * (t_x - A)), so that nothing of the tangent
+map is evaluated on the primal side of a linearization.
+
 `layer_norm_forward_p`'s JVP binds it; JAX's reverse mode transposes it,
 and the transpose rule runs the backward the forward was asked for:
 "fused" (`layer_norm_backward_p`, one kernel) or "chained" (CANN's two
@@ -30,10 +34,11 @@ from jax.interpreters import ad, batching, mlir
 
 from ._batching import PARAM, ROWS, move_to_groups
 from ._ffi_call import apply_impl
-from ._formulas import tangent_jnp
+from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
 from ._validate import KERNEL_DTYPES, check_param, check_row_stats, check_same_shape
 
 layer_norm_tangent_p = Primitive("layer_norm_tangent")
+layer_norm_tangent_p.multiple_results = True
 
 _KINDS = (ROWS, PARAM, PARAM, ROWS, ROWS, ROWS, PARAM)
 
@@ -45,7 +50,8 @@ def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, b
         check_param(fn, name, p.shape, x.shape, batch_dims)
     for name, s in (("variance", variance), ("mean", mean)):
         check_row_stats(fn, name, s.shape, x.shape)
-    return jax.core.ShapedArray(x.shape, x.dtype)
+    stats = jax.core.ShapedArray(x.shape[:-1], jnp.float32)
+    return jax.core.ShapedArray(x.shape, x.dtype), stats, stats
 
 
 layer_norm_tangent_p.def_abstract_eval(_abstract_eval)
@@ -53,12 +59,13 @@ layer_norm_tangent_p.def_impl(apply_impl(layer_norm_tangent_p))
 
 
 def _tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
-    return tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+    t_y = tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+    return [t_y, *stats_tangent_jnp(t_x, x, mean)]
 
 
 # Forward mode is a few elementwise ops and row sums: the jax.numpy formulas
 # are the lowering on every platform.
-mlir.register_lowering(layer_norm_tangent_p, mlir.lower_fun(_tangent_jnp, multiple_results=False))
+mlir.register_lowering(layer_norm_tangent_p, mlir.lower_fun(_tangent_jnp, multiple_results=True))
 
 
 # ------------------------------------------------------- JVP and transpose
@@ -72,19 +79,23 @@ def _jvp(primals, tangents, **params):
 
 
 def _aval(a):
-    return a.aval if ad.is_undefined_primal(a) else jax.core.get_aval(a)
+    return a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
 
 
-def _transpose(ct, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
-    """The LayerNorm backward: (dx, dgamma, dbeta) from the cotangent of y."""
+def _transpose(cts, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    """The LayerNorm backward: (dx, dgamma, dbeta) from the cotangent of y
+    (plus, when asked, the cotangents of the saved mean and variance)."""
     from .backward import layer_norm_backward_p
     from .grad import layer_norm_grad_p
     from .grad_beta import layer_norm_grad_beta_p
 
     if any(ad.is_undefined_primal(a) for a in (x, variance, mean, gamma)):
         raise NotImplementedError("layer_norm_tangent is linear in (t_x, t_gamma, t_beta) only")
-    if type(ct) is ad.Zero:
+    ct, ct_mean, ct_var = cts
+    no_stats = type(ct_mean) is ad.Zero and type(ct_var) is ad.Zero
+    if type(ct) is ad.Zero and no_stats:
         return [None] * 7
+    ct = ad.instantiate_zeros(ct)
     g_aval, b_aval = _aval(t_gamma), _aval(t_beta)
     # Parameters shared by every vmapped group get the sum over the groups,
     # formed from the float32 per-group sums.
@@ -99,6 +110,10 @@ def _transpose(ct, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, b
     else:
         dx, res = layer_norm_grad_p.bind(ct, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
         pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res, ct, out_dtype=out_dtype, batch_dims=batch_dims)
+
+    if not no_stats:
+        ct_x = stats_cotangent_jnp(ad.instantiate_zeros(ct_mean), ad.instantiate_zeros(ct_var), x, mean)
+        dx = (dx.astype(jnp.float32) + ct_x).astype(dx.dtype)
 
     def fit(v, aval):
         if v.ndim > aval.ndim:
@@ -125,8 +140,8 @@ ad.primitive_transposes[layer_norm_tangent_p] = _transpose
 
 def _batch(args, dims, *, epsilon, batch_dims, backward):
     moved = move_to_groups(args, dims, _KINDS, batch_dims)
-    out = layer_norm_tangent_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
-    return out, 0
+    outs = layer_norm_tangent_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
+    return outs, (0, 0, 0)
 
 
 batching.primitive_batchers[layer_norm_tangent_p] = _batch

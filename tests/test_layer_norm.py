@@ -11,7 +11,10 @@ from conftest import DTYPE_IDS, DTYPES, random_array
 from jax.test_util import check_grads
 
 from jax_lngb import layer_norm, layer_norm_jnp, layer_norm_ref
-from jax_lngb.grad_beta import FFI_TARGET
+from jax_lngb.backward import FFI_TARGET as FUSED_TARGET
+from jax_lngb.forward import FFI_TARGET as FORWARD_TARGET
+from jax_lngb.grad import FFI_TARGET as GRAD_TARGET
+from jax_lngb.grad_beta import FFI_TARGET as GRAD_BETA_TARGET
 
 # Agreement with the jnp LayerNorm: both compute in float32 and round to the
 # output dtype, so they differ by an ulp or two of that dtype.
@@ -68,11 +71,25 @@ def test_check_grads_reverse_mode(rng):
     check_grads(layer_norm, (x, gamma, beta), order=1, modes=("rev",), atol=2e-2, rtol=2e-2, eps=1e-2)
 
 
-def test_gradient_uses_the_kernel():
+@pytest.mark.parametrize(
+    "backward,targets,absent",
+    [
+        ("fused", (FORWARD_TARGET, FUSED_TARGET), (GRAD_TARGET, GRAD_BETA_TARGET)),
+        ("chained", (FORWARD_TARGET, GRAD_TARGET, GRAD_BETA_TARGET), (FUSED_TARGET,)),
+    ],
+)
+def test_gradient_uses_the_kernels(backward, targets, absent):
     x = jnp.ones((16, 8))
     g = jnp.ones(8)
-    text = jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).sum(), argnums=(1, 2))).lower(x, g, g).as_text()
-    assert f"custom_call @{FFI_TARGET}" in text
+
+    def f(x, g, b):
+        return layer_norm(x, g, b, backward=backward).sum()
+
+    text = jax.jit(jax.grad(f, argnums=(0, 1, 2))).lower(x, g, g).as_text()
+    for t in targets:
+        assert f"custom_call @{t}(" in text, t
+    for t in absent:
+        assert f"custom_call @{t}(" not in text, t
 
 
 @pytest.mark.parametrize("act_dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
@@ -141,7 +158,7 @@ def test_jitted_training_step_matches_jnp(rng):
 
     ours, theirs = make_step(layer_norm), make_step(layer_norm_jnp)
     text = ours.lower(p, x, y).as_text()
-    assert f"custom_call @{FFI_TARGET}" in text
+    assert f"custom_call @{FUSED_TARGET}(" in text
     p1, p2 = p, p
     losses = []
     for _ in range(20):
