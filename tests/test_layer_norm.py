@@ -187,3 +187,81 @@ def test_vmap_of_grad_gives_per_example_gradients(rng):
     for i in range(5):
         gi = jax.grad(_mlp(layer_norm))(p, xs[i], ys[i])
         np.testing.assert_allclose(per_ex["beta"][i], gi["beta"], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------- the forward kernel
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1,), (1, 4097), (0, 8), (300, 768), (2, 3, 17), (2000, 1)], ids=lambda s: "x".join(map(str, s)))
+def test_forward_kernel_and_saved_statistics(shape, dtype, rng):
+    from jax_lngb import layer_norm_forward_p
+
+    x = jnp.asarray(random_array(rng, shape, dtype, scale=3.0) + 2.0)
+    gamma, beta = params(rng, shape[-1])
+    y, mean, var = jax.jit(
+        lambda *a: layer_norm_forward_p.bind(*a, epsilon=1e-5, batch_dims=0, backward="fused")
+    )(x, gamma, beta)
+    assert y.dtype == dtype and mean.dtype == jnp.float32 and var.dtype == jnp.float32
+    assert mean.shape == shape[:-1] and var.shape == shape[:-1]
+    x64 = np.asarray(x, np.float64)
+    if x64.size:
+        m64 = x64.mean(-1)
+        v64 = ((x64 - m64[..., None]) ** 2).mean(-1)
+        h = shape[-1]
+        # float32 two-pass statistics of h terms.
+        mean_err = np.abs(np.asarray(mean, np.float64) - m64)
+        assert np.all(mean_err <= (h + 2) * 2**-24 * np.abs(x64).max(-1)), mean_err.max()
+        var_err = np.abs(np.asarray(var, np.float64) - v64)
+        assert np.all(var_err <= (2 * h + 8) * 2**-24 * v64 + 1e-30), var_err.max()
+    ref = layer_norm_ref(x, gamma, beta)
+    tol = FWD_TOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_forward_is_a_custom_call_and_other_platforms_use_jax_numpy():
+    x = jax.ShapeDtypeStruct((16, 8), jnp.bfloat16)
+    g = jax.ShapeDtypeStruct((8,), jnp.float32)
+    text = jax.jit(layer_norm).lower(x, g, g).as_text()
+    assert f"custom_call @{FORWARD_TARGET}(" in text and "stablehlo.reduce" not in text
+    for platform in ("cuda", "tpu"):
+        exported = jax.export.export(jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))), platforms=[platform])(x, g, g)
+        module = exported.mlir_module()
+        assert "stablehlo.custom_call" not in module and "stablehlo.reduce" in module
+
+
+def test_forward_nan_stays_in_its_row(rng):
+    x = random_array(rng, (20, 16), jnp.float32)
+    x[4, 2] = np.nan
+    x[9, 0] = np.inf
+    y = np.asarray(layer_norm(x, jnp.ones(16), jnp.zeros(16)))
+    assert np.all(np.isnan(y[4])) and np.all(np.isnan(y[9]))
+    assert np.all(np.isfinite(np.delete(y, [4, 9], axis=0)))
+
+
+def test_forward_eager_jit_disable_jit_bitwise(rng):
+    x = jnp.asarray(random_array(rng, (3000, 100), jnp.float16))
+    gamma, beta = params(rng, 100)
+    a = layer_norm(x, gamma, beta)
+    b = jax.jit(layer_norm)(x, gamma, beta)
+    with jax.disable_jit():
+        c = layer_norm(x, gamma, beta)
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16))
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(c).view(np.uint16))
+
+
+def test_vmap_of_forward_with_batched_parameters(rng):
+    x = jnp.asarray(random_array(rng, (4, 10, 12), jnp.float32))
+    gs = jnp.asarray(1 + 0.1 * rng.standard_normal((4, 12)), jnp.float32)
+    bs = jnp.asarray(0.1 * rng.standard_normal((12, 4)), jnp.float32)  # mapped on axis 1
+    y = jax.vmap(layer_norm, in_axes=(0, 0, 1))(x, gs, bs)
+    for i in range(4):
+        np.testing.assert_array_equal(y[i], layer_norm(x[i], gs[i], bs[:, i]))
+    y2 = jax.vmap(jax.vmap(layer_norm, in_axes=(0, None, None)), in_axes=(0, 0, 1))(x[:, :, None], gs, bs)
+    np.testing.assert_array_equal(y2[:, :, 0], y)
+
+
+@pytest.mark.parametrize("bad", ["unfused", "Fused", None, 1])
+def test_bad_backward_choice(bad):
+    with pytest.raises(ValueError, match=r"backward must be one of 'fused', 'chained'; got"):
+        layer_norm(jnp.zeros((2, 4)), jnp.ones(4), jnp.zeros(4), backward=bad)
