@@ -81,13 +81,12 @@ namespace lanes_detail {
 // low half of each 32-bit lane.
 inline __m512i to_bf16_bits(__m512 f) {
   const __m512i u = _mm512_castps_si512(f);
-  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7F800000));
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
   const __m512i rounded =
       _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
-  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x0040));
 }
 inline __m256i to_bf16(__m512 f) { return _mm512_cvtepi32_epi16(to_bf16_bits(f)); }
 inline __m256i to_f16(__m512 f) { return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -118,12 +117,12 @@ inline Lanes Lanes::splat(float s) {
 namespace lanes_detail {
 inline __m256i to_bf16_bits(__m256 f) {
   const __m256i u = _mm256_castps_si256(f);
-  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i hi = _mm256_srli_epi32(u, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
   const __m256i rounded =
       _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x0040));
   return _mm256_blendv_epi8(rounded, quiet, nan);
 }
 // Eight 32-bit lanes holding values < 2^16 -> eight uint16.
@@ -235,10 +234,10 @@ inline void row_sums(int64_t n, Term&& term, float* out) {
   Lanes acc[kSums][kAcc];
   for (int s = 0; s < kSums; ++s)
     for (int j = 0; j < kAcc; ++j) acc[s][j] = Lanes::zero();
-  Lanes t[kSums];
   int64_t c = 0;
   for (; c + kAcc * kLanes <= n; c += kAcc * kLanes) {
     for (int j = 0; j < kAcc; ++j) {
+      Lanes t[kSums];  // scoped here so it lives in registers
       term(c + j * kLanes, int64_t(kLanes), t);
       for (int s = 0; s < kSums; ++s) acc[s][j] = acc[s][j] + t[s];
     }
@@ -246,6 +245,7 @@ inline void row_sums(int64_t n, Term&& term, float* out) {
   // Fewer than kAcc blocks remain: one each into accumulators 0, 1, ...
   for (int j = 0; c < n; c += kLanes, ++j) {
     const int64_t w = n - c < kLanes ? n - c : int64_t(kLanes);
+    Lanes t[kSums];
     term(c, w, t);
     for (int s = 0; s < kSums; ++s) acc[s][j] = acc[s][j] + keep_first(t[s], w);
   }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "lanes.h"
 
@@ -22,14 +24,25 @@ inline void for_blocks(int64_t n, F&& f) {
   if (c < n) f(c, n - c);
 }
 
-// Stores w (<= 16) lanes, non-temporally when asked and the block is whole.
-template <typename T>
-inline void put(T* p, const Lanes& v, int64_t w, bool nt) {
+// Stores w (<= 16) lanes; kStream: non-temporally when the block is whole.
+template <bool kStream, typename T>
+inline void put(T* p, const Lanes& v, int64_t w) {
   if (w != kLanes) return store_n(p, v, w);
-  if (nt) {
+  if (kStream) {
     v.stream(p);
   } else {
     v.store(p);
+  }
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}): the loop body is
+// compiled for both kinds of store, the choice made once per row.
+template <class F>
+inline void with_stream(bool nt, F&& f) {
+  if (nt) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
   }
 }
 
@@ -40,32 +53,62 @@ inline bool stream_ok(const T* row) {
   return (reinterpret_cast<uintptr_t>(row) % (kLanes * sizeof(T))) == 0;
 }
 
+// One row of H floats per thread: 16-bit rows are widened into it once, on
+// their first pass, so the later passes read float32 from L1 instead of
+// converting again.
+inline float* row_scratch(int64_t floats) {
+  thread_local std::vector<float> buf;
+  if (int64_t(buf.size()) < floats) buf.resize(size_t(floats));
+  return buf.data();
+}
+
+template <typename T>
+inline constexpr bool kWiden = !std::is_same_v<T, float>;
+
 template <typename T>
 void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                   float eps, bool stream, T* y, float* mean, float* variance) {
   const float fh = float(H);
+  float* xs = kWiden<T> ? row_scratch(H) : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * H;
     T* yr = y + r * H;
     float s;
-    row_sums<4, 1>(H, [&](int64_t c, int64_t w, Lanes* t) { t[0] = load_n(xr + c, w); }, &s);
+    if constexpr (kWiden<T>) {
+      row_sums<4, 1>(
+          H,
+          [&](int64_t c, int64_t w, Lanes* t) {
+            t[0] = load_n(xr + c, w);
+            store_n(xs + c, t[0], w);
+          },
+          &s);
+    } else {
+      row_sums<4, 1>(H, [&](int64_t c, int64_t w, Lanes* t) { t[0] = load_n(xr + c, w); }, &s);
+    }
+    const float* src = nullptr;
+    if constexpr (kWiden<T>) {
+      src = xs;
+    } else {
+      src = xr;
+    }
     const float m = s / fh;
     const Lanes mv = Lanes::splat(m);
     float q;
     row_sums<4, 1>(
         H,
         [&](int64_t c, int64_t w, Lanes* t) {
-          const Lanes d = load_n(xr + c, w) - mv;
+          const Lanes d = load_n(src + c, w) - mv;
           t[0] = d * d;
         },
         &q);
     const float v = q / fh;
     const float rs = 1.0f / std::sqrt(v + eps);
     const Lanes rv = Lanes::splat(rs);
-    const bool nt = stream && stream_ok(yr);
-    for_blocks(H, [&](int64_t c, int64_t w) {
-      const Lanes xhat = (load_n(xr + c, w) - mv) * rv;
-      put(yr + c, xhat * load_n(gamma + c, w) + load_n(beta + c, w), w, nt);
+    with_stream(stream && stream_ok(yr), [&](auto nt) {
+      for_blocks(H, [&](int64_t c, int64_t w) {
+        const Lanes xhat = (load_n(src + c, w) - mv) * rv;
+        put<decltype(nt)::value>(yr + c, xhat * load_n(gamma + c, w) + load_n(beta + c, w), w);
+      });
     });
     mean[r] = m;
     variance[r] = v;
@@ -74,12 +117,17 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
 
 // kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
 // may be streamed; otherwise it is scratch that must stay in cache.
+// The first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a
+// float32 row scratch (L1), so the second pass neither reloads nor
+// reconverts x, dy and gamma.
 template <typename T, typename TRes, bool kResIsOutput>
 void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
                const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                TRes* res) {
   const float fh = float(H);
   const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
+  float* x2s = row_scratch(2 * H);
+  float* x1s = x2s + H;
   for (int64_t r = 0; r < rows; ++r) {
     const T* dr = dy + r * H;
     const T* xr = x + r * H;
@@ -93,6 +141,8 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
         [&](int64_t c, int64_t w, Lanes* t) {
           const Lanes x2 = load_n(xr + c, w) - mv;
           const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+          store_n(x2s + c, x2, w);
+          store_n(x1s + c, x1, w);
           t[0] = x1 * x2;
           t[1] = x1;
           t[2] = x2;
@@ -103,13 +153,16 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
     const Lanes av = Lanes::splat(pd_var * two_h);
     const Lanes bv = Lanes::splat(pd_mean * inv_h);
     const Lanes rv = Lanes::splat(rs);
-    const bool nt = stream && stream_ok(out);
-    const bool nt_res = kResIsOutput && stream && stream_ok(rr);
-    for_blocks(H, [&](int64_t c, int64_t w) {
-      const Lanes x2 = load_n(xr + c, w) - mv;
-      const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
-      put(out + c, (av * x2 + bv) + x1 * rv, w, nt);
-      put(rr + c, x2 * rv, w, nt_res);
+    // res_for_gamma is streamed with pd_x only when it is an output.
+    const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
+    with_stream(nt, [&](auto ntc) {
+      constexpr bool kNt = decltype(ntc)::value;
+      for_blocks(H, [&](int64_t c, int64_t w) {
+        const Lanes x2 = load_n(x2s + c, w);
+        const Lanes x1 = load_n(x1s + c, w);
+        put<kNt>(out + c, (av * x2 + bv) + x1 * rv, w);
+        put<kNt && kResIsOutput>(rr + c, x2 * rv, w);
+      });
     });
   }
 }
