@@ -265,3 +265,23 @@ def test_vmap_of_forward_with_batched_parameters(rng):
 def test_bad_backward_choice(bad):
     with pytest.raises(ValueError, match=r"backward must be one of 'fused', 'chained'; got"):
         layer_norm(jnp.zeros((2, 4)), jnp.ones(4), jnp.zeros(4), backward=bad)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
+def test_narrowing_rounds_to_nearest_even(dtype, rng):
+    # gamma = 0 makes y = 0 + beta: beta's float32 values reach the 16-bit
+    # narrowing unchanged (ties, carries into the exponent, overflow, values
+    # that become 16-bit subnormals, NaN and Inf), in whole and partial
+    # 16-lane blocks and in pairs of blocks.
+    specials = [1 + 2**-8, 1 + 3 * 2**-8, 1 - 2**-9, 255.5, 3.4e38, -3.4e38, 65519.0, 65520.0, 1e-6, -3e-7, 6e-8,
+                np.inf, -np.inf, 0.75, -1.5e-5]
+    vals = np.array((specials * 5)[:67], np.float32)  # 67 = 4 blocks + a partial one
+    beta = jnp.asarray(vals)
+    x = jnp.asarray(random_array(rng, (8, vals.size), dtype))
+    y = np.asarray(layer_norm(x, jnp.zeros(vals.size), beta))
+    want = np.asarray(beta.astype(dtype))
+    for row in y:
+        np.testing.assert_array_equal(row.view(np.uint16), want.view(np.uint16))
+    nan_beta = beta.at[3].set(np.nan)
+    y = np.asarray(layer_norm(x, jnp.zeros(vals.size), nan_beta), np.float32)
+    assert np.all(np.isnan(y[:, 3])) and np.all(~np.isnan(np.delete(y, 3, axis=1)))

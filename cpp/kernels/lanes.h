@@ -183,6 +183,55 @@ inline void stream_fence() {}
 
 #endif
 
+// Two consecutive blocks (32 elements) at p: the same values as two
+// store()/stream() calls; AVX-512 packs 16-bit results of both in one step.
+template <bool kStream, typename T>
+inline void store2(T* p, const Lanes& a, const Lanes& b) {
+  if (kStream) {
+    a.stream(p);
+    b.stream(p + kLanes);
+  } else {
+    a.store(p);
+    b.store(p + kLanes);
+  }
+}
+#if defined(JAX_LNGB_ISA_AVX512)
+namespace lanes_detail {
+// bfloat16 bits of f in the high half of each 32-bit lane (low half junk):
+// the sum before from_float's final shift, or the quiet NaN.
+inline __m512i bf16_in_high_half(__m512 f) {
+  const __m512i u = _mm512_castps_si512(f);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+}
+// The odd 16-bit words of a (positions 0..15) then of b (16..31).
+inline __m512i high_halves(__m512i a, __m512i b) {
+  const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                       31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(a, idx, b);
+}
+}  // namespace lanes_detail
+template <>
+inline void store2<false, bf16_t>(bf16_t* p, const Lanes& a, const Lanes& b) {
+  _mm512_storeu_si512(p, lanes_detail::high_halves(lanes_detail::bf16_in_high_half(a.v[0].v),
+                                                   lanes_detail::bf16_in_high_half(b.v[0].v)));
+}
+template <>
+inline void store2<true, bf16_t>(bf16_t* p, const Lanes& a, const Lanes& b) {
+  // 64 bytes: needs 64-byte alignment, i.e. an even block of an aligned row.
+  if ((reinterpret_cast<uintptr_t>(p) & 63) != 0) {
+    a.stream(p);
+    b.stream(p + kLanes);
+    return;
+  }
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(p),
+                      lanes_detail::high_halves(lanes_detail::bf16_in_high_half(a.v[0].v),
+                                                lanes_detail::bf16_in_high_half(b.v[0].v)));
+}
+#endif
+
 // The first n (<= 16) elements at p, zero beyond.
 template <typename T>
 inline Lanes load_n(const T* p, int64_t n) {
@@ -210,7 +259,26 @@ inline Lanes keep_first(const Lanes& v, int64_t n) {
   return Lanes::load(buf);
 }
 
-// The 16 lanes added in a fixed tree (8 + 8, 4 + 4, 2 + 2, 1 + 1).
+// The 16 lanes added in a fixed tree: lane i + lane i+8 (i < 8), then
+// i + i+4, i + i+2, i + i+1. The ISA variants below form exactly these
+// sums with shuffles (addition is commutative, so operand order is free);
+// every variant returns the same bits.
+#if defined(JAX_LNGB_ISA_AVX512) || defined(JAX_LNGB_ISA_AVX2)
+inline float sum_lanes_8(__m256 t) {
+  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  const __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+}
+#endif
+#if defined(JAX_LNGB_ISA_AVX512)
+inline float sum_lanes(const Lanes& v) {
+  const __m256 lo = _mm512_castps512_ps256(v.v[0].v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.v[0].v), 1));
+  return sum_lanes_8(_mm256_add_ps(lo, hi));
+}
+#elif defined(JAX_LNGB_ISA_AVX2)
+inline float sum_lanes(const Lanes& v) { return sum_lanes_8(_mm256_add_ps(v.v[0].v, v.v[1].v)); }
+#else
 inline float sum_lanes(const Lanes& v) {
   float b[kLanes];
   v.store(b);
@@ -218,6 +286,7 @@ inline float sum_lanes(const Lanes& v) {
     for (int i = 0; i < h; ++i) b[i] = b[i] + b[i + h];
   return b[0];
 }
+#endif
 
 // Row sums of kSums per-column terms over n columns, with an association
 // fixed by the shape alone: column c is added into lane c % 16 of
@@ -243,11 +312,14 @@ inline void row_sums(int64_t n, Term&& term, float* out) {
     }
   }
   // Fewer than kAcc blocks remain: one each into accumulators 0, 1, ...
-  for (int j = 0; c < n; c += kLanes, ++j) {
+  // (a constant trip count, so the accumulators stay in registers).
+  for (int j = 0; j < kAcc; ++j) {
+    if (c >= n) break;
     const int64_t w = n - c < kLanes ? n - c : int64_t(kLanes);
     Lanes t[kSums];
     term(c, w, t);
     for (int s = 0; s < kSums; ++s) acc[s][j] = acc[s][j] + keep_first(t[s], w);
+    c += kLanes;
   }
   for (int s = 0; s < kSums; ++s) {
     for (int h = kAcc / 2; h >= 1; h /= 2)

@@ -24,6 +24,17 @@ inline void for_blocks(int64_t n, F&& f) {
   if (c < n) f(c, n - c);
 }
 
+// Like for_blocks, but full blocks come in pairs where possible:
+// f2(c) for columns c .. c+31, then f(c, w) for what is left (one full
+// block and/or the partial one).
+template <class F2, class F>
+inline void for_block_pairs(int64_t n, F2&& f2, F&& f) {
+  int64_t c = 0;
+  for (; c + 2 * kLanes <= n; c += 2 * kLanes) f2(c);
+  for (; c + kLanes <= n; c += kLanes) f(c, int64_t(kLanes));
+  if (c < n) f(c, n - c);
+}
+
 // Stores w (<= 16) lanes; kStream: non-temporally when the block is whole.
 template <bool kStream, typename T>
 inline void put(T* p, const Lanes& v, int64_t w) {
@@ -105,10 +116,14 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
     const float rs = 1.0f / std::sqrt(v + eps);
     const Lanes rv = Lanes::splat(rs);
     with_stream(stream && stream_ok(yr), [&](auto nt) {
-      for_blocks(H, [&](int64_t c, int64_t w) {
+      constexpr bool kNt = decltype(nt)::value;
+      auto out = [&](int64_t c, int64_t w) {
         const Lanes xhat = (load_n(src + c, w) - mv) * rv;
-        put<decltype(nt)::value>(yr + c, xhat * load_n(gamma + c, w) + load_n(beta + c, w), w);
-      });
+        return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
+      };
+      for_block_pairs(
+          H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
+          [&](int64_t c, int64_t w) { put<kNt>(yr + c, out(c, w), w); });
     });
     mean[r] = m;
     variance[r] = v;
@@ -157,12 +172,20 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
     const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
     with_stream(nt, [&](auto ntc) {
       constexpr bool kNt = decltype(ntc)::value;
-      for_blocks(H, [&](int64_t c, int64_t w) {
-        const Lanes x2 = load_n(x2s + c, w);
-        const Lanes x1 = load_n(x1s + c, w);
-        put<kNt>(out + c, (av * x2 + bv) + x1 * rv, w);
-        put<kNt && kResIsOutput>(rr + c, x2 * rv, w);
-      });
+      auto dx = [&](int64_t c, int64_t w) {
+        return (av * load_n(x2s + c, w) + bv) + load_n(x1s + c, w) * rv;
+      };
+      auto rg = [&](int64_t c, int64_t w) { return load_n(x2s + c, w) * rv; };
+      for_block_pairs(
+          H,
+          [&](int64_t c) {
+            store2<kNt>(out + c, dx(c, kLanes), dx(c + kLanes, kLanes));
+            store2<kNt && kResIsOutput>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
+          },
+          [&](int64_t c, int64_t w) {
+            put<kNt>(out + c, dx(c, w), w);
+            put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
+          });
     });
   }
 }
