@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import jax
+from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -199,7 +200,7 @@ def test_other_platforms_lower_to_jax_numpy(platform):
     x = jax.ShapeDtypeStruct((16, 8), jnp.bfloat16)
     s = jax.ShapeDtypeStruct((16,), jnp.float32)
     g = jax.ShapeDtypeStruct((8,), jnp.float32)
-    exported = jax.export.export(jax.jit(fused), platforms=[platform])(x, x, s, s, g)
+    exported = export.export(jax.jit(fused), platforms=[platform])(x, x, s, s, g)
     text = exported.mlir_module()
     assert FFI_TARGET not in text and "stablehlo.reduce" in text
     assert [a.shape for a in exported.out_avals] == [(16, 8), (8,), (8,)]

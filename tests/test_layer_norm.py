@@ -4,6 +4,7 @@ plain jax.numpy LayerNorm, and the ways users differentiate it."""
 from __future__ import annotations
 
 import jax
+from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -225,7 +226,7 @@ def test_forward_is_a_custom_call_and_other_platforms_use_jax_numpy():
     text = jax.jit(layer_norm).lower(x, g, g).as_text()
     assert f"custom_call @{FORWARD_TARGET}(" in text and "stablehlo.reduce" not in text
     for platform in ("cuda", "tpu"):
-        exported = jax.export.export(jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))), platforms=[platform])(x, g, g)
+        exported = export.export(jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))), platforms=[platform])(x, g, g)
         module = exported.mlir_module()
         assert "stablehlo.custom_call" not in module and "stablehlo.reduce" in module
 

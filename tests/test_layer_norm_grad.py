@@ -4,6 +4,7 @@ dtypes, edge cases, vmap, lowering, and trace-time errors."""
 from __future__ import annotations
 
 import jax
+from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -175,7 +176,7 @@ def test_other_platforms_lower_to_jax_numpy(platform):
     x = jax.ShapeDtypeStruct((16, 8), jnp.bfloat16)
     s = jax.ShapeDtypeStruct((16,), jnp.float32)
     g = jax.ShapeDtypeStruct((8,), jnp.float32)
-    exported = jax.export.export(jax.jit(layer_norm_grad), platforms=[platform])(x, x, s, s, g)
+    exported = export.export(jax.jit(layer_norm_grad), platforms=[platform])(x, x, s, s, g)
     text = exported.mlir_module()
     assert FFI_TARGET not in text and "stablehlo.reduce" in text
     assert [a.dtype for a in exported.out_avals] == [jnp.bfloat16, jnp.bfloat16]
