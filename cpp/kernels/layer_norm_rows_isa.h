@@ -94,46 +94,49 @@ inline void prefetch_ahead(const T* row, int64_t c) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row + c) + kPrefetchBytes), 0, 1);
 }
 
-template <typename T>
-void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
-                  float eps, bool stream, T* y, float* mean, float* variance) {
+// Whether a row's first pass should leave float32 copies in the row
+// scratch for the later passes: not for short rows, where the later passes
+// would reload blocks still in flight in the store buffer, nor for rows whose
+// copies would not stay in L2 (re-reading the input is then cheaper).
+inline bool scratch_rows(int64_t H, int64_t floats_per_col) {
+  const int64_t bytes = H * floats_per_col * int64_t(sizeof(float));
+  return H >= 256 && bytes <= (int64_t(256) << 10);
+}
+
+// kScratch: a 16-bit row is widened once, on the first pass, into the row
+// scratch; otherwise every pass reads (and widens) the input row.
+template <typename T, bool kScratch>
+void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                       float eps, bool stream, T* y, float* mean, float* variance) {
   const float fh = float(H);
-  float* xs = kWiden<T> ? row_scratch(H) : nullptr;
+  float* xs = kScratch ? row_scratch(H) : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * H;
     T* yr = y + r * H;
+    // The row for the passes after the first.
+    auto row = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(xs + c, w);
+      } else {
+        return load_n(xr + c, w);
+      }
+    };
     float s;
-    if constexpr (kWiden<T>) {
-      row_sums<4, 1>(
-          H,
-          [&](int64_t c, int64_t w, Lanes* t) {
-            prefetch_ahead(xr, c);
-            t[0] = load_n(xr + c, w);
-            store_n(xs + c, t[0], w);
-          },
-          &s);
-    } else {
-      row_sums<4, 1>(
-          H,
-          [&](int64_t c, int64_t w, Lanes* t) {
-            prefetch_ahead(xr, c);
-            t[0] = load_n(xr + c, w);
-          },
-          &s);
-    }
-    const float* src = nullptr;
-    if constexpr (kWiden<T>) {
-      src = xs;
-    } else {
-      src = xr;
-    }
+    row_sums<4, 1>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          prefetch_ahead(xr, c);
+          t[0] = load_n(xr + c, w);
+          if constexpr (kScratch) store_n(xs + c, t[0], w);
+        },
+        &s);
     const float m = s / fh;
     const Lanes mv = Lanes::splat(m);
     float q;
     row_sums<4, 1>(
         H,
         [&](int64_t c, int64_t w, Lanes* t) {
-          const Lanes d = load_n(src + c, w) - mv;
+          const Lanes d = row(c, w) - mv;
           t[0] = d * d;
         },
         &q);
@@ -143,7 +146,7 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
     with_stream(stream && stream_ok(yr), [&](auto nt) {
       constexpr bool kNt = decltype(nt)::value;
       auto out = [&](int64_t c, int64_t w) {
-        const Lanes xhat = (load_n(src + c, w) - mv) * rv;
+        const Lanes xhat = (row(c, w) - mv) * rv;
         return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
       };
       for_block_pairs(
@@ -155,19 +158,29 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
   }
 }
 
+template <typename T>
+void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                  float eps, bool stream, T* y, float* mean, float* variance) {
+  if (kWiden<T> && scratch_rows(H, 1)) {
+    forward_rows_impl<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  } else {
+    forward_rows_impl<T, false>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  }
+}
+
 // kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
 // may be streamed; otherwise it is scratch that must stay in cache.
 // The first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a
 // float32 row scratch (L1), so the second pass neither reloads nor
 // reconverts x, dy and gamma.
-template <typename T, typename TRes, bool kResIsOutput>
-void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
-               const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-               TRes* res) {
+template <typename T, typename TRes, bool kResIsOutput, bool kScratch>
+void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
+                    const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+                    TRes* res) {
   const float fh = float(H);
   const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
-  float* x2s = row_scratch(2 * H);
-  float* x1s = x2s + H;
+  float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
+  float* x1s = kScratch ? x2s + H : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const T* dr = dy + r * H;
     const T* xr = x + r * H;
@@ -183,8 +196,10 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
           prefetch_ahead(dr, c);
           const Lanes x2 = load_n(xr + c, w) - mv;
           const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
-          store_n(x2s + c, x2, w);
-          store_n(x1s + c, x1, w);
+          if constexpr (kScratch) {
+            store_n(x2s + c, x2, w);
+            store_n(x1s + c, x1, w);
+          }
           t[0] = x1 * x2;
           t[1] = x1;
           t[2] = x2;
@@ -195,14 +210,27 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
     const Lanes av = Lanes::splat(pd_var * two_h);
     const Lanes bv = Lanes::splat(pd_mean * inv_h);
     const Lanes rv = Lanes::splat(rs);
+    // x2 and x1 of the row, again: from the scratch or recomputed.
+    auto x2_at = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(x2s + c, w);
+      } else {
+        return load_n(xr + c, w) - mv;
+      }
+    };
+    auto x1_at = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(x1s + c, w);
+      } else {
+        return load_n(dr + c, w) * load_n(gamma + c, w);
+      }
+    };
     // res_for_gamma is streamed with pd_x only when it is an output.
     const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
     with_stream(nt, [&](auto ntc) {
       constexpr bool kNt = decltype(ntc)::value;
-      auto dx = [&](int64_t c, int64_t w) {
-        return (av * load_n(x2s + c, w) + bv) + load_n(x1s + c, w) * rv;
-      };
-      auto rg = [&](int64_t c, int64_t w) { return load_n(x2s + c, w) * rv; };
+      auto dx = [&](int64_t c, int64_t w) { return (av * x2_at(c, w) + bv) + x1_at(c, w) * rv; };
+      auto rg = [&](int64_t c, int64_t w) { return x2_at(c, w) * rv; };
       for_block_pairs(
           H,
           [&](int64_t c) {
@@ -214,6 +242,24 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
             put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
           });
     });
+  }
+}
+
+// kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
+// may be streamed; otherwise it is scratch that must stay in cache. The
+// first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32
+// row scratch (L1/L2) when the row suits it (scratch_rows), so the second
+// pass neither reloads nor reconverts x, dy and gamma.
+template <typename T, typename TRes, bool kResIsOutput>
+void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
+               const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+               TRes* res) {
+  if (scratch_rows(H, 2)) {
+    grad_rows_impl<T, TRes, kResIsOutput, true>(dy, x, variance, mean, gamma, rows, H, eps, stream,
+                                                pd_x, res);
+  } else {
+    grad_rows_impl<T, TRes, kResIsOutput, false>(dy, x, variance, mean, gamma, rows, H, eps, stream,
+                                                 pd_x, res);
   }
 }
 
