@@ -16,8 +16,9 @@ transposes that into the backward:
                       `layer_norm_grad_beta`: res_for_gamma goes through
                       memory in x's dtype, as CANN's chain hands it over.
 
-Both give the same dx; pd_gamma/pd_beta are identical in float32 and differ
-only by res_for_gamma's rounding for 16-bit activations. Because every
+Both give the same dx, bit for bit; pd_gamma/pd_beta agree to float32
+rounding (the two kernels may block the rows differently), plus, for 16-bit
+activations, the rounding of the chained res_for_gamma to x's dtype. Because every
 primitive has JVP rules (and the linear ones transpose rules), jax.jvp,
 jax.linearize, jax.hessian and grad-of-grad work, as do vmap and jit.
 """

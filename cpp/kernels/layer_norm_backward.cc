@@ -10,10 +10,11 @@
 // and x are read from memory once, dx is the only [rows, H] output, and
 // res_for_gamma never reaches memory.
 //
-// The block partition is make_row_partition over the input bytes (dy and x),
-// i.e. the same row blocks LayerNormGradBeta uses for res_for_gamma and dy of
-// that dtype: with float32 inputs the fused results equal the chained
-// LayerNormGrad -> LayerNormGradBeta results bit for bit.
+// The blocks are make_row_partition's over the input bytes (dy and x): fixed
+// by the shape, so no thread count changes a bit. pd_x is the same row code
+// as the public LayerNormGrad's, so fused and chained dx agree bit for bit;
+// their pd_gamma/pd_beta agree to float32 rounding (bit for bit in float32
+// wherever the two partitions cut the rows alike).
 #include <algorithm>
 #include <atomic>
 
