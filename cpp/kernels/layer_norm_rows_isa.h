@@ -14,19 +14,10 @@
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
 
-// Calls f(c, 16) for every full 16-column block of a row of n columns, then
-// f(c, w) for the partial block at the end, if any; once inlined, the
+// Walks a row of n columns in 16-column blocks, full blocks in pairs where
+// possible: f2(c) for columns c .. c+31, then f(c, w) for what is left (a
+// full block, w = 16, and/or the partial one at the end). Once inlined, the
 // full-block calls see a constant width.
-template <class F>
-inline void for_blocks(int64_t n, F&& f) {
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) f(c, int64_t(kLanes));
-  if (c < n) f(c, n - c);
-}
-
-// Like for_blocks, but full blocks come in pairs where possible:
-// f2(c) for columns c .. c+31, then f(c, w) for what is left (one full
-// block and/or the partial one).
 template <class F2, class F>
 inline void for_block_pairs(int64_t n, F2&& f2, F&& f) {
   int64_t c = 0;
@@ -64,9 +55,8 @@ inline bool stream_ok(const T* row) {
   return (reinterpret_cast<uintptr_t>(row) % (kLanes * sizeof(T))) == 0;
 }
 
-// One row of H floats per thread: 16-bit rows are widened into it once, on
-// their first pass, so the later passes read float32 from L1 instead of
-// converting again.
+// Per-thread float32 scratch for a row's intermediate values (see
+// scratch_rows), grown on demand and kept.
 inline float* row_scratch(int64_t floats) {
   thread_local std::vector<float> buf;
   if (int64_t(buf.size()) < floats) buf.resize(size_t(floats));
@@ -168,11 +158,8 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
   }
 }
 
-// kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
-// may be streamed; otherwise it is scratch that must stay in cache.
-// The first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a
-// float32 row scratch (L1), so the second pass neither reloads nor
-// reconverts x, dy and gamma.
+// kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
+// row scratch for the second; otherwise the second pass recomputes them.
 template <typename T, typename TRes, bool kResIsOutput, bool kScratch>
 void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                     const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
