@@ -62,7 +62,9 @@ const char* layer_norm_backward(const LayerNormBackwardProblem& p, const CpuExec
   batch = std::min(batch, part.rows_per_block);
   const int64_t workers = std::min(ex.threads_for(in_bytes), items);
 
-  // One workspace for the block partials and every worker's scratch.
+  // One workspace for the block partials and every worker's scratch. It is
+  // the calling thread's, and the caller also runs a worker: nothing called
+  // from a worker (the row kernels, reduce_rows) may take thread_workspace.
   float* ws = thread_workspace(items * 2 * H + workers * batch * H);
   const GradBetaPartials partials{ws, G, RB, H};
   float* scratch0 = ws + items * 2 * H;
