@@ -11,10 +11,10 @@ from __future__ import annotations
 from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
 from .backward import layer_norm_backward_p, layer_norm_backward_ref
-from .forward import layer_norm_forward_p
+from .forward import layer_norm_forward_p, layer_norm_forward_ref
 from .grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
-from .tangent import layer_norm_tangent_p
+from .tangent import layer_norm_tangent_p, layer_norm_tangent_ref
 
 __all__ = [
     "__version__",
@@ -22,6 +22,7 @@ __all__ = [
     "layer_norm_backward_p",
     "layer_norm_backward_ref",
     "layer_norm_forward_p",
+    "layer_norm_forward_ref",
     "layer_norm_grad",
     "layer_norm_grad_beta",
     "layer_norm_grad_beta_p",
@@ -31,4 +32,5 @@ __all__ = [
     "layer_norm_jnp",
     "layer_norm_ref",
     "layer_norm_tangent_p",
+    "layer_norm_tangent_ref",
 ]

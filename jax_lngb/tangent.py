@@ -43,6 +43,19 @@ layer_norm_tangent_p.multiple_results = True
 _KINDS = (ROWS, PARAM, PARAM, ROWS, ROWS, ROWS, PARAM)
 
 
+def layer_norm_tangent_ref(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float = 1e-5):
+    """Oracle: the formulas above in float64 NumPy. Returns (t_y, t_mean, t_var)."""
+    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    tx, x2 = f(t_x), f(x) - f(mean)[..., None]
+    h = x2.shape[-1]
+    rstd = 1.0 / np.sqrt(f(variance)[..., None] + epsilon)
+    a = tx.mean(-1, keepdims=True)
+    b = (2.0 / h) * (tx * x2).sum(-1, keepdims=True) - (2.0 / h) * x2.sum(-1, keepdims=True) * a
+    t_y = f(gamma) * (rstd * tx - rstd * a - 0.5 * rstd**3 * x2 * b) + x2 * rstd * f(t_gamma) + f(t_beta)
+    t_var = (2.0 / h) * (x2 * (tx - a)).sum(-1)
+    return t_y, a[..., 0], t_var
+
+
 def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
     fn = "layer_norm (tangent)"
     check_same_shape(fn, "x", x.shape, "t_x", t_x.shape)

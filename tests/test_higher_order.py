@@ -11,7 +11,7 @@ import pytest
 from conftest import random_array
 from jax.test_util import check_grads
 
-from jax_lngb import layer_norm, layer_norm_backward_p, layer_norm_jnp, layer_norm_tangent_p
+from jax_lngb import layer_norm, layer_norm_backward_p, layer_norm_jnp, layer_norm_tangent_p, layer_norm_tangent_ref
 from jax_lngb.backward import FFI_TARGET as FUSED_TARGET
 
 BACKWARDS = ["fused", "chained"]
@@ -185,3 +185,21 @@ def test_second_order_with_16bit_activations(dtype, rng):
     hv_ref = jax.grad(lambda g: jnp.sum(jax.grad(ref, argnums=1)(x, g, beta) ** 2))(gamma)
     assert hv.dtype == jnp.float32
     np.testing.assert_allclose(hv, hv_ref, rtol=5e-2, atol=5e-2 * float(np.abs(hv_ref).max()))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+def test_tangent_map_against_float64(dtype, rng):
+    # Arbitrary statistics: the map follows its formulas, not only the
+    # exact derivative at the true mean and variance.
+    x = jnp.asarray(random_array(rng, (5, 3, 40), dtype))
+    var = jnp.asarray(rng.uniform(0.5, 2.0, (5, 3)), jnp.float32)
+    mean = jnp.asarray(rng.standard_normal((5, 3)), jnp.float32)
+    gamma = jnp.asarray(1 + 0.3 * rng.standard_normal(40), jnp.float32)
+    tx = jnp.asarray(random_array(rng, (5, 3, 40), dtype))
+    tg, tb = (jnp.asarray(rng.standard_normal(40), jnp.float32) for _ in range(2))
+    got = layer_norm_tangent_p.bind(tx, tg, tb, x, var, mean, gamma, epsilon=1e-5, batch_dims=0, backward="fused")
+    want = layer_norm_tangent_ref(tx, tg, tb, x, var, mean, gamma)
+    assert got[0].dtype == dtype and got[1].dtype == jnp.float32
+    tol = 1e-5 if dtype == jnp.float32 else 1e-2
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a, np.float64), b, rtol=tol, atol=tol * np.abs(b).max())
