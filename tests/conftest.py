@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -61,11 +62,22 @@ def assert_sums_close(got, ref, abs_terms_sum, n_terms: int, out_dtype, what: st
 
 
 def run_python(code: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter with the test's environment."""
+    """Runs `code` in a fresh interpreter with the test's environment.
+
+    The child starts in a neutral folder: `python -c` puts its working
+    folder first on sys.path, and from the repository root that would import
+    the sources (which lack the compiled extension) instead of the package
+    under test.
+    """
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", code],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tempfile.gettempdir(),
     )
 
 
