@@ -30,16 +30,20 @@ results stay sharded like their inputs. Nothing is gathered.
 
 Without a multi-device mesh (one device, or inside a `shard_map` whose axes
 are all manual) `custom_partitioning` inlines the local primitive: the
-single-device program is exactly the kernel call. A multi-device module
-being *exported* cannot carry partitioning callbacks (they are Python
-objects of this process), so it lowers the primitive's `jax.numpy` reference
-instead, which XLA partitions itself (local reductions and an all-reduce).
+single-device program is exactly the kernel call. Two cases lower the
+primitive's `jax.numpy` reference instead, which XLA partitions itself
+(local reductions and an all-reduce, no gather): a multi-device module being
+*exported* (the partitioning callbacks are Python objects of this process
+and cannot be serialized), and the inside of a `shard_map` that leaves some
+mesh axes to XLA (`axis_names=` a subset), where the partitioner gives the
+callback no mesh axis names to split rows over.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -183,8 +187,7 @@ def _plan(name: str, layout: RowLayout, mesh: Any, arg_shapes: Sequence[Any]) ->
     return _Plan(factor_axes, reduce_axes, tuple(h_axes))
 
 
-def _replicated_fallback(mesh: Any, n: int) -> Any:
-    return [NamedSharding(mesh, PartitionSpec())] * n if isinstance(mesh, jax.sharding.Mesh) else None
+_EMPTY_MESH = jax.sharding.AbstractMesh((), ())
 
 
 def _make_partitioned(
@@ -216,12 +219,16 @@ def _make_partitioned(
         local_params = widen_params(params) if (reduce_axes and widen_params) else params
 
         def lower_fn(*args):
-            outs = local.bind(*args, **local_params)
-            done = []
-            for role, out, dtype in zip(layout.results, outs, out_dtypes):
-                if role == SUM_H and reduce_axes:
-                    out = jax.lax.psum(out, reduce_axes)
-                done.append(out.astype(dtype) if out.dtype != dtype else out)
+            # Traced per device, with every mesh axis manual: no sharding
+            # context applies (jax 0.7 would otherwise annotate the psum's
+            # reducer under an explicit-axes mesh, which XLA rejects).
+            with jax.sharding.use_abstract_mesh(_EMPTY_MESH):
+                outs = local.bind(*args, **local_params)
+                done = []
+                for role, out, dtype in zip(layout.results, outs, out_dtypes):
+                    if role == SUM_H and reduce_axes:
+                        out = jax.lax.psum(out, reduce_axes)
+                    done.append(out.astype(dtype) if out.dtype != dtype else out)
             return tuple(done)
 
         return mesh, lower_fn, result_shardings, arg_shardings
@@ -234,19 +241,35 @@ def _make_partitioned(
     return fn
 
 
-def _exporting_multi_device(ctx: mlir.LoweringRuleContext) -> bool:
-    """A jax.export of a module over more than one device."""
+def _auto_devices(ac: Any) -> int:
+    """How many devices the axes XLA partitions (not manual ones) span."""
+    if hasattr(ac, "num_devices"):  # ShardingContext: plain jit
+        return ac.num_devices
+    mesh = getattr(ac, "mesh", None)  # SPMDAxisContext: inside shard_map
+    if mesh is None:
+        return 1
+    manual = set(getattr(ac, "manual_axes", ()))
+    return math.prod(s for n, s in mesh.shape.items() if n not in manual)
+
+
+def _use_reference(ctx: mlir.LoweringRuleContext) -> bool:
+    """Whether partitioning callbacks cannot serve this lowering.
+
+    * a jax.export over several devices: the callbacks would not survive
+      serialization;
+    * inside a shard_map that leaves some mesh axes to XLA: the partitioner
+      hands the callback shardings of a device subgroup with no mesh axis
+      names, so it could not split the rows and would gather them.
+    In both cases the jax.numpy reference, which XLA partitions itself, keeps
+    the rows local.
+    """
     mc = ctx.module_context
-    if not getattr(getattr(mc, "lowering_parameters", None), "for_export", False):
-        return False
     ac = mc.axis_context
-    if hasattr(ac, "num_devices"):  # ShardingContext
-        return ac.num_devices > 1
-    mesh = getattr(ac, "mesh", None)  # SPMDAxisContext (inside shard_map)
-    if mesh is not None:
-        manual = set(getattr(ac, "manual_axes", ()))
-        return any(n not in manual and s > 1 for n, s in mesh.shape.items())
-    return False
+    if _auto_devices(ac) <= 1:
+        return False
+    if getattr(getattr(mc, "lowering_parameters", None), "for_export", False):
+        return True
+    return bool(getattr(ac, "manual_axes", ()))
 
 
 def register_row_partitioning(
@@ -275,7 +298,7 @@ def register_row_partitioning(
     cache: dict[Any, Callable[..., Any]] = {}
 
     def lowering(ctx, *args, **params):
-        if _exporting_multi_device(ctx):
+        if _use_reference(ctx):
             return mlir.lower_fun(functools.partial(reference, **params), multiple_results=True)(ctx, *args)
         lay = layout(*ctx.avals_in, **params)
         out_dtypes = tuple(np.dtype(a.dtype) for a in ctx.avals_out)
