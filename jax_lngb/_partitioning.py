@@ -19,7 +19,7 @@ from a `RowLayout`, which names the role of every operand and result axis:
     G  leading "group" axes added by vmap: independent problems, split freely
     R  row axes: split freely; results summed over rows get a psum
     H  the last axis: never split (CANN needs whole rows); if the caller
-       shards it, it is resharded to replicated with a `HShardedWarning`
+       shards it, it is resharded to replicated with a `ShardingWarning`
 
 When the partitioner asks (at compile time, once it knows the shardings),
 each device runs the local primitive on its own rows; results that are sums
@@ -56,12 +56,13 @@ from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 __all__ = [
-    "HShardedWarning",
+    "ShardingWarning",
     "PARAM_H",
     "ROWS",
     "ROWS_H",
     "RowLayout",
     "SUM_H",
+    "float32_sums",
     "register_row_partitioning",
 ]
 
@@ -75,8 +76,9 @@ SUM_H = "sum_h"  # [*G, H]        sums over rows (results only): dgamma, dbeta
 _ROLES = (ROWS_H, ROWS, PARAM_H, SUM_H)
 
 
-class HShardedWarning(UserWarning):
-    """The H axis of a kernel operand was sharded and had to be gathered."""
+class ShardingWarning(UserWarning):
+    """A kernel operand had to be resharded (gathered) to run the kernel:
+    its H axis was split, or its sharding named no mesh axes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,12 +168,24 @@ def _plan(name: str, layout: RowLayout, mesh: Any, arg_shapes: Sequence[Any]) ->
         spec = _spec(a.sharding, len(a.shape))
         if spec is not None and "h" in layout.factors(role):
             h_axes += [ax for ax in _axes(spec[layout.factors(role).index("h")]) if ax not in h_axes]
+    unnamed = [
+        i for i, a in enumerate(arg_shapes)
+        if not isinstance(a.sharding, NamedSharding) and not a.sharding.is_fully_replicated
+    ]
+    if unnamed:
+        warnings.warn(
+            f"{name}: operands {unnamed} arrive with shardings that name no mesh axes ({arg_shapes[unnamed[0]].sharding}); "
+            "they are gathered to run the kernel. Pass NamedSharding inputs (jax.sharding.Mesh axes) to keep "
+            "the rows local.",
+            ShardingWarning,
+            stacklevel=2,
+        )
     if h_axes:
         warnings.warn(
             f"{name}: the last (H) axis of its inputs is sharded over mesh axes {tuple(h_axes)}, but the "
             "kernel needs whole rows; they are resharded to replicate H (an all-gather of the activations "
             "over those axes). Shard the leading (row) axes instead, e.g. PartitionSpec('data', None).",
-            HShardedWarning,
+            ShardingWarning,
             stacklevel=2,
         )
     used = set()
@@ -310,11 +324,13 @@ def register_row_partitioning(
 
     mlir.register_lowering(public, lowering)
     # custom_partitioning needs the concrete devices while lowering; jit
-    # only provides them for primitives listed here.
+    # only provides them for primitives listed here (a private registry that
+    # jax's own cuDNN attention uses the same way).
     from jax._src import dispatch
 
-    dispatch.prim_requires_devices_during_lowering.add(public)
-    dispatch.prim_requires_devices_during_lowering.add(local)
+    needs_devices = getattr(dispatch, "prim_requires_devices_during_lowering", None)
+    if needs_devices is not None:
+        needs_devices.update((public, local))
 
 
 def float32_sums(params: dict[str, Any]) -> dict[str, Any]:

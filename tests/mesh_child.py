@@ -58,6 +58,47 @@ def loss_from_y(y, target):
     return 0.5 * jnp.mean(jnp.square(y.astype(jnp.float32) - target))
 
 
+@functools.cache
+def fused_backward_like() -> jax.extend.core.Primitive:
+    """A stand-in with the layout of a fused LayerNorm backward, partitioned
+    by the same helper as our kernels: row-wise dx plus dgamma/dbeta sums.
+
+    (dy, x, mean [rows], gamma [H]) -> (dx = dy * gamma, sum(dy * (x - mean)), sum(dy))
+    Its local lowering is jax.numpy, so this checks the partitioning alone.
+    """
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    from jax_lngb import _partitioning as part
+    from jax_lngb._avals import derived_aval
+
+    public, local = Primitive("fused_backward_like"), Primitive("fused_backward_like_local")
+
+    def abstract(dy, x, mean, gamma, *, out_dtype):
+        ins = (x, mean, gamma)
+        dx = derived_aval(dy, dy.shape, dy.dtype, tuple(range(dy.ndim)), inputs=ins)
+        s = derived_aval(dy, dy.shape[-1:], out_dtype, (None,), inputs=ins)
+        return dx, s, s
+
+    def reference(dy, x, mean, gamma, *, out_dtype):
+        rows = tuple(range(dy.ndim - 1))
+        d = dy.astype(jnp.float32)
+        dx = (d * gamma.astype(jnp.float32)).astype(dy.dtype)
+        xc = x.astype(jnp.float32) - mean[..., None]
+        return [dx, jnp.sum(d * xc, rows).astype(out_dtype), jnp.sum(d, rows).astype(out_dtype)]
+
+    def layout(dy, x, mean, gamma, *, out_dtype):
+        return part.RowLayout(0, dy.ndim - 1, (part.ROWS_H, part.ROWS_H, part.ROWS, part.PARAM_H),
+                              (part.ROWS_H, part.SUM_H, part.SUM_H))
+
+    for p in (public, local):
+        p.multiple_results = True
+        p.def_abstract_eval(abstract)
+    mlir.register_lowering(local, mlir.lower_fun(reference, multiple_results=True))
+    part.register_row_partitioning(public, local, layout, reference=reference, widen_params=part.float32_sums)
+    return public
+
+
 def build(case: dict, arrays: dict, mesh: Mesh):
     """The jitted function and its (sharded) arguments for one case."""
     dt = jnp.dtype(case["dtype"])
@@ -71,6 +112,13 @@ def build(case: dict, arrays: dict, mesh: Mesh):
         f = jax.vmap(f) if op == "grad_beta_vmap" else f
         return jax.jit(f), (put(arrays["res"], act), put(arrays["dy"], act))
     pdt = jnp.dtype(case.get("param_dtype", "float32"))
+    if op == "fused_backward_like":
+        rows = NamedSharding(mesh, spec_of(case["spec"][:-1]))
+        prim = fused_backward_like()
+        f = lambda *a: prim.bind(*a, out_dtype=np.dtype(case.get("out_dtype") or dt))
+        args = (put(arrays["dy"], act), put(arrays["x"], act), put(arrays["mean"], rows, jnp.float32),
+                put(arrays["gamma"], rep, pdt))
+        return jax.jit(f), args
     if op == "layer_norm_step":
         lr = 0.1
 

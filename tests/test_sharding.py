@@ -71,7 +71,7 @@ class Case:
     def expected_all_reduce_bytes(self) -> int:
         """float32 dgamma + dbeta partials (per local group), + the loss."""
         h = self.shape[-1]
-        if self.op in ("grad_beta", "grad_beta_vmap"):
+        if self.op in ("grad_beta", "grad_beta_vmap", "fused_backward_like"):
             return 2 * 4 * h * self.local_groups() if self.rows_split() else 0
         if self.op == "layer_norm_step":
             return 4 + 2 * 4 * h
@@ -107,6 +107,10 @@ CASES = [
     Case("ln_step_2d_bf16_params", "layer_norm_step", **M2, spec=("data",), shape=(8, 8, 64), dtype="bfloat16",
          param_dtype="bfloat16"),
     Case("ln_per_example", "layer_norm_per_example", **M1, spec=("data",), shape=(8, 16, 64)),
+    # The partitioning helper on a fused-backward layout (row-wise dx + sums)
+    Case("fused_like_2d_bf16", "fused_backward_like", **M2, spec=("data", "model", None), shape=(8, 8, 64),
+         dtype="bfloat16"),
+    Case("fused_like_1d_gspmd", "fused_backward_like", **M1, spec=("data", None), shape=(64, 64), shardy=False),
     # CANN LayerNormGrad (row-wise): its primitive comes with the fused-backward work.
     Case("lng_2d_data_seq", "layer_norm_grad", **M2, spec=("data", "model", None), shape=(8, 8, 64)),
 ]
@@ -135,7 +139,7 @@ def make_inputs(case: Case) -> dict[str, np.ndarray]:
         "gamma": f32(np.linspace(0.5, 1.5, h).astype(pdt)),
         "beta": f32(np.linspace(-0.25, 0.25, h).astype(pdt)),
     }
-    if case.op == "layer_norm_grad":
+    if case.op in ("layer_norm_grad", "fused_backward_like"):
         x64 = arrays["x"].astype(np.float64)
         arrays["dy"] = f32(random_array(rng, case.shape, dt))
         arrays["mean"] = f32(x64.mean(-1))
@@ -178,11 +182,11 @@ def single_device(case: Case, arrays: dict) -> list[np.ndarray]:
 def check_collectives(case: Case, info: dict) -> None:
     if case.h_sharded:
         # The documented fallback: H is gathered, with a warning naming the axis.
-        assert any("HShardedWarning" in w and "'model'" in w for w in info["warnings"]), info["warnings"]
+        assert any("ShardingWarning" in w and "'model'" in w for w in info["warnings"]), info["warnings"]
     else:
         assert info["all-gather"] == 0, info
         assert info["all-to-all"] == 0 and info["collective-permute"] == 0, info
-        assert not any("HShardedWarning" in w for w in info["warnings"]), info["warnings"]
+        assert not any("ShardingWarning" in w for w in info["warnings"]), info["warnings"]
     want = case.expected_all_reduce_bytes()
     got = info["all_reduce_bytes"]
     if want == 0:
@@ -286,3 +290,18 @@ def test_layer_norm_grad_values(sharded, case):
     for got, want in zip(outs, one):
         # Row-wise: every row is computed whole on one device.
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", [p for p in PARAMS if p.values[0].op == "fused_backward_like"])
+def test_fused_backward_layout_values(sharded, case):
+    info, (dx, dgamma, dbeta) = child_outputs(sharded, case)
+    arrays = make_inputs(case)
+    one = single_device(case, arrays)
+    np.testing.assert_array_equal(dx, one[0])  # row-wise: whole rows on one device
+    h = case.shape[-1]
+    dy = arrays["dy"].astype(np.float64).reshape(-1, h)
+    xc = (arrays["x"].astype(np.float64) - arrays["mean"][..., None]).reshape(-1, h)
+    n = dy.shape[0]
+    assert_sums_close(dgamma, (dy * xc).sum(0), np.abs(dy * xc).sum(0), n, jnp.dtype(case.dtype), "dgamma")
+    assert_sums_close(dbeta, dy.sum(0), np.abs(dy).sum(0), n, jnp.dtype(case.dtype), "dbeta")
+    assert info["out_specs"][0] == str(tuple(case.spec)), info["out_specs"]  # dx stays sharded
