@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jax_lngb  # before jax.distributed.initialize, as users import it
+
 STEPS = 3
 LR = 0.1
 
 
 def loss_fn(params, x, target):
-    import jax_lngb
-
     y = jax_lngb.layer_norm(x, *params)
     return 0.5 * jnp.mean(jnp.square(y.astype(jnp.float32) - target))
 
