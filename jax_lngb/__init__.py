@@ -8,6 +8,7 @@ built on it) as JAX primitives with native kernels.
 from __future__ import annotations
 
 from . import export
+from ._avals import psum_to_match
 from ._partitioning import ShardingWarning
 from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
@@ -23,4 +24,5 @@ __all__ = [
     "layer_norm_grad_beta_ref",
     "layer_norm_jnp",
     "layer_norm_ref",
+    "psum_to_match",
 ]

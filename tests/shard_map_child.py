@@ -21,7 +21,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jax_lngb
-from jax_lngb._avals import psum_to_match, varying_axes
+from jax_lngb import psum_to_match
+from jax_lngb._avals import varying_axes
 
 AXIS = "data"
 

@@ -137,8 +137,8 @@ def test_layer_norm_gradients_check_vma_false(child):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="jax_lngb/norm.py's backward must return psum_to_match(cotangent, primal) for x, gamma and beta "
-    "(jax_lngb._avals); until it does, JAX rejects its varying gamma/beta cotangents",
+    reason="jax_lngb/norm.py's backward must return jax_lngb.psum_to_match(cotangent, primal) for x, gamma and "
+    "beta; until it does, JAX rejects its varying gamma/beta cotangents",
 )
 def test_layer_norm_gradients_check_vma_true(child):
     _check_layer_norm(child, "layer_norm_check_vma")

@@ -83,6 +83,7 @@ class Case:
 
 M1 = dict(mesh=(8,), axes=("data",))
 M2 = dict(mesh=(4, 2), axes=("data", "model"))
+M3 = dict(mesh=(2, 2, 2), axes=("data", "fsdp", "sequence"))
 
 CASES = [
     # LayerNormGradBeta itself, 1-D data mesh
@@ -97,6 +98,8 @@ CASES = [
     Case("gb_2d_data_seq_bf16", "grad_beta", **M2, spec=("data", "model"), shape=(16, 4, 64), dtype="bfloat16"),
     Case("gb_2d_joint_f16", "grad_beta", **M2, spec=(("data", "model"),), shape=(64, 64), dtype="float16"),
     Case("gb_2d_h_sharded", "grad_beta", **M2, spec=("data", None, "model"), shape=(16, 4, 64), h_sharded=True),
+    Case("gb_3d_batch_and_sequence_bf16", "grad_beta", **M3, spec=(("data", "fsdp"), "sequence"), shape=(8, 8, 64),
+         dtype="bfloat16"),
     # vmap: the group axis is split like any other, but never reduced
     Case("gbv_2d_group_model_rows_data", "grad_beta_vmap", **M2, spec=("model", "data"), shape=(2, 32, 64)),
     Case("gbv_group_only", "grad_beta_vmap", **M1, spec=("data",), shape=(8, 16, 64), dtype="bfloat16"),
@@ -106,6 +109,8 @@ CASES = [
     Case("ln_step_2d_data_seq", "layer_norm_step", **M2, spec=("data", "model"), shape=(8, 8, 64)),
     Case("ln_step_2d_bf16_params", "layer_norm_step", **M2, spec=("data",), shape=(8, 8, 64), dtype="bfloat16",
          param_dtype="bfloat16"),
+    Case("ln_step_3d", "layer_norm_step", **M3, spec=(("data", "fsdp"), "sequence"), shape=(4, 8, 64),
+         dtype="bfloat16"),
     Case("ln_per_example", "layer_norm_per_example", **M1, spec=("data",), shape=(8, 16, 64)),
     # The partitioning helper on a fused-backward layout (row-wise dx + sums)
     Case("fused_like_2d_bf16", "fused_backward_like", **M2, spec=("data", "model", None), shape=(8, 8, 64),
