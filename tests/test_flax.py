@@ -15,88 +15,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import U32, unit_roundoff
 from flax import serialization
+from norm_reference import (
+    BF16,
+    CUSTOM_CALL,
+    F32,
+    assert_close,
+    assert_same_training,
+    check_against_reference,
+    data,
+    layer_norm_reference,
+    random_like,
+    train,
+)
 
 import jax_lngb
 import jax_lngb.flax as jf
 
-try:
-    import optax
-except ImportError:  # the training step falls back to plain SGD
-    optax = None
-
-F32, BF16 = jnp.float32, jnp.bfloat16
-CUSTOM_CALL = "jax_lngb_layer_norm_grad_beta"
-
 
 # ----------------------------------------------------------------- helpers
-
-
-def _data(shape, dtype, seed=0, std=0.02):
-    # A small standard deviation makes epsilon matter (var ~ 4e-4 vs 1e-6),
-    # so a wrong default would show.
-    rng = np.random.default_rng(seed)
-    return jnp.asarray((rng.standard_normal(shape) * std).astype(np.float32)).astype(dtype)
-
-
-def _random_params(variables, seed=1):
-    """Non-trivial scale/bias, in each leaf's own dtype."""
-    leaves, tree = jax.tree_util.tree_flatten(variables)
-    rng = np.random.default_rng(seed)
-    new = [jnp.asarray(1 + 0.5 * rng.standard_normal(p.shape)).astype(p.dtype) for p in leaves]
-    return jax.tree_util.tree_unflatten(tree, new)
-
-
-def assert_close(got, want, *, result_dtype, scale, input_dtype=F32, what=""):
-    """|got - want| <= one rounding of the result (2u|want|) plus float32
-    noise and one rounding of a 16-bit input per term, both relative to
-    `scale` (the sum of the terms' magnitudes, or the array's magnitude)."""
-    assert np.dtype(got.dtype) == np.dtype(result_dtype), f"{what}: dtype {got.dtype}, expected {result_dtype}"
-    got = np.asarray(got, np.float64)
-    want = np.asarray(want, np.float64)
-    u_in = unit_roundoff(input_dtype) if np.dtype(input_dtype) != np.dtype(F32) else 0.0
-    tol = 2 * unit_roundoff(result_dtype) * np.abs(want) + (64 * U32 + u_in) * np.asarray(scale)
-    err = np.abs(got - want)
-    worst = np.argmax(err - tol)
-    assert np.all(err <= tol), f"{what}: error {err.flat[worst]} > tolerance {tol.flat[worst]} (got {got.flat[worst]}, want {want.flat[worst]})"
-
-
-def layer_norm_reference(x, scale, bias, ct, epsilon):
-    """float64 LayerNorm over the last axis and its VJP for cotangent `ct`,
-    with the sizes the error bounds need."""
-    x, ct = np.asarray(x, np.float64), np.asarray(ct, np.float64)
-    scale = np.ones(x.shape[-1]) if scale is None else np.asarray(scale, np.float64)
-    bias = np.zeros(x.shape[-1]) if bias is None else np.asarray(bias, np.float64)
-    rstd = 1 / np.sqrt(x.var(-1, keepdims=True) + epsilon)
-    xhat = (x - x.mean(-1, keepdims=True)) * rstd
-    g = ct * scale
-    rows = tuple(range(x.ndim - 1))
-    return dict(
-        y=xhat * scale + bias,
-        d_scale=(ct * xhat).sum(rows),
-        d_bias=ct.sum(rows),
-        d_x=rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True)),
-        d_scale_terms=np.abs(ct * xhat).sum(rows),
-        d_bias_terms=np.abs(ct).sum(rows),
-        # dx is a difference of terms of size rstd * |g|
-        d_x_terms=np.abs(rstd * g).max(-1, keepdims=True) * np.ones_like(x),
-    )
-
-
-def check_against_reference(y, g_scale, g_bias, g_x, ref, *, out_dtype, param_dtype, x_dtype, double_rounded_dx=False):
-    """The bounds of `assert_close`, per result. `double_rounded_dx`: Flax's
-    own autodiff narrows the two paths into a 16-bit x separately and adds
-    them, one more rounding of the terms of dx."""
-    assert_close(y, ref["y"], result_dtype=out_dtype, scale=np.abs(ref["y"]).max(), what="output")
-    if g_scale is not None:
-        assert_close(g_scale, ref["d_scale"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     scale=ref["d_scale_terms"], what="d scale")
-    if g_bias is not None:
-        assert_close(g_bias, ref["d_bias"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     scale=ref["d_bias_terms"], what="d bias")
-    x_terms = ref["d_x_terms"] * (1 + (4 * unit_roundoff(x_dtype) / (64 * U32) if double_rounded_dx else 0))
-    assert_close(g_x, ref["d_x"], result_dtype=x_dtype, scale=x_terms, what="d x")
 
 
 @functools.partial(jax.jit, static_argnums=0)  # one compile beats many eager op compiles
@@ -138,7 +75,7 @@ class _MLP(nn.Module):
 def test_init_gives_the_same_parameter_tree_names_and_values():
     # Random initializers: equal values need the same names, shapes, order.
     kwargs = (("scale_init", nn.initializers.normal(1.0)), ("bias_init", nn.initializers.normal(1.0)))
-    x = _data((4, 8), F32)
+    x = data((4, 8), F32)
     theirs = _MLP(nn.LayerNorm, norm_kwargs=kwargs).init(jax.random.key(3), x)
     ours = _MLP(jf.LayerNorm, norm_kwargs=kwargs).init(jax.random.key(3), x)
     assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(theirs)
@@ -148,9 +85,9 @@ def test_init_gives_the_same_parameter_tree_names_and_values():
 
 
 def test_checkpoint_of_a_flax_model_loads_and_gives_the_same_outputs():
-    x = _data((4, 8), F32)
+    x = data((4, 8), F32)
     theirs = _MLP(nn.LayerNorm, norm_kwargs=(("use_fast_variance", False),))
-    variables = _random_params(theirs.init(jax.random.key(0), x))
+    variables = random_like(theirs.init(jax.random.key(0), x))
     blob = serialization.to_bytes(variables)
     ours = _MLP(jf.LayerNorm)
     restored = serialization.from_bytes(ours.init(jax.random.key(9), x), blob)
@@ -174,12 +111,12 @@ DTYPE_IDS = ["f32", "bf16-x", "bf16-all", "f32-x-bf16-out", "bf16-x-bf16-out"]
 
 @pytest.mark.parametrize("x_dtype,param_dtype,dtype", DTYPE_CASES, ids=DTYPE_IDS)
 def test_outputs_and_gradients_match_flax(x_dtype, param_dtype, dtype):
-    x = _data((2, 6, 32), x_dtype)
+    x = data((2, 6, 32), x_dtype)
     theirs = nn.LayerNorm(param_dtype=param_dtype, dtype=dtype, use_fast_variance=False)
     ours = jf.LayerNorm(param_dtype=param_dtype, dtype=dtype)
-    variables = _random_params(theirs.init(jax.random.key(0), x))
+    variables = random_like(theirs.init(jax.random.key(0), x))
     out_dtype = theirs.apply(variables, x).dtype
-    ct = _data(x.shape, out_dtype, seed=5, std=1.0)
+    ct = data(x.shape, out_dtype, seed=5, std=1.0)
     p = variables["params"]
     ref = layer_norm_reference(x, p["scale"], p["bias"], ct, 1e-6)
     dtypes = dict(out_dtype=out_dtype, param_dtype=param_dtype, x_dtype=x_dtype)
@@ -193,11 +130,11 @@ def test_outputs_and_gradients_match_flax(x_dtype, param_dtype, dtype):
                             double_rounded_dx=np.dtype(x_dtype) != np.dtype(F32))
 
 
-def test_default_fast_variance_flax_agrees_on_well_conditioned_data():
+def test_default_fast_variance_flax_agrees_on_well_conditioneddata():
     # Flax's default (E[x^2] - E[x]^2) and our two-pass variance agree to
     # float32 rounding when |mean| is not large against the spread.
-    x = _data((4, 64), F32, std=1.0)
-    variables = _random_params(nn.LayerNorm().init(jax.random.key(0), x))
+    x = data((4, 64), F32, std=1.0)
+    variables = random_like(nn.LayerNorm().init(jax.random.key(0), x))
     want = nn.LayerNorm().apply(variables, x)
     got = jf.LayerNorm().apply(variables, x)
     assert_close(got, want, result_dtype=F32, scale=np.abs(want).max(), what="output")
@@ -205,14 +142,14 @@ def test_default_fast_variance_flax_agrees_on_well_conditioned_data():
 
 @pytest.mark.parametrize("use_scale,use_bias", [(False, True), (True, False), (False, False)])
 def test_without_scale_or_bias(use_scale, use_bias):
-    x = _data((3, 16), F32)
+    x = data((3, 16), F32)
     kw = dict(use_scale=use_scale, use_bias=use_bias)
     theirs = nn.LayerNorm(use_fast_variance=False, **kw)
     ours = jf.LayerNorm(**kw)
-    variables = _random_params(theirs.init(jax.random.key(0), x))
+    variables = random_like(theirs.init(jax.random.key(0), x))
     assert jax.tree_util.tree_structure(ours.init(jax.random.key(0), x)) == jax.tree_util.tree_structure(variables)
     p = variables.get("params", {})
-    ct = _data(x.shape, F32, seed=5, std=1.0)
+    ct = data(x.shape, F32, seed=5, std=1.0)
     ref = layer_norm_reference(x, p.get("scale"), p.get("bias"), ct, 1e-6)
     y = ours.apply(variables, x)
     g_x = jax.grad(lambda x: jnp.sum(ours.apply(variables, x) * ct))(x)
@@ -232,14 +169,14 @@ AXES_CASES = [
 
 @pytest.mark.parametrize("axes", AXES_CASES, ids=["red12", "red-2-1-feat-2-1", "red02-feat0", "red1"])
 def test_other_reduction_and_feature_axes_match_flax(axes):
-    x = _data((3, 6, 8), F32)
+    x = data((3, 6, 8), F32)
     theirs = nn.LayerNorm(use_fast_variance=False, **axes)
     ours = jf.LayerNorm(**axes)
-    variables = _random_params(theirs.init(jax.random.key(0), x))
+    variables = random_like(theirs.init(jax.random.key(0), x))
     assert jax.tree_util.tree_map(jnp.shape, ours.init(jax.random.key(0), x)) == jax.tree_util.tree_map(
         jnp.shape, variables
     )
-    ct = _data(x.shape, F32, seed=5, std=1.0)
+    ct = data(x.shape, F32, seed=5, std=1.0)
     y_t, gp_t, gx_t = _loss_and_grads(theirs, variables, x, ct)
     y_o, gp_o, gx_o = _loss_and_grads(ours, variables, x, ct)
     assert_close(y_o, y_t, result_dtype=F32, scale=np.abs(y_t).max(), what="output")
@@ -252,38 +189,9 @@ def test_other_reduction_and_feature_axes_match_flax(axes):
 # -------------------------------------------------------------- training
 
 
-def _train(loss_fn, params, batches, lr=0.05):
-    """Jitted steps of SGD with momentum (optax), or plain SGD without optax."""
-    if optax is not None:
-        tx = optax.sgd(lr, momentum=0.9)
-        opt_state = tx.init(params)
-
-        def apply(grads, opt_state, params):
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state
-    else:
-        opt_state = ()
-
-        def apply(grads, opt_state, params):
-            return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), opt_state
-
-    @jax.jit
-    def step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        params, opt_state = apply(grads, opt_state, params)
-        return params, opt_state, loss
-
-    text = step.lower(params, opt_state, *batches[0]).as_text()
-    losses = []
-    for x, y in batches:
-        params, opt_state, loss = step(params, opt_state, x, y)
-        losses.append(float(loss))
-    return params, np.array(losses), text
-
-
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
 def test_jitted_training_step_follows_flax(dtype):
-    batches = [(_data((16, 8), F32, seed=s, std=1.0), _data((16, 4), F32, seed=100 + s, std=1.0)) for s in range(4)]
+    batches = [(data((16, 8), F32, seed=s, std=1.0), data((16, 4), F32, seed=100 + s, std=1.0)) for s in range(4)]
     theirs = _MLP(nn.LayerNorm, dtype=dtype, norm_kwargs=(("use_fast_variance", False),))
     ours = _MLP(jf.LayerNorm, dtype=dtype)
     init = theirs.init(jax.random.key(0), batches[0][0])
@@ -291,20 +199,12 @@ def test_jitted_training_step_follows_flax(dtype):
     def loss_of(model):
         return lambda p, x, y: jnp.mean(jnp.square(model.apply(p, x).astype(F32) - y))
 
-    p_t, loss_t, _ = _train(loss_of(theirs), init, batches)
-    p_o, loss_o, text = _train(loss_of(ours), init, batches)
+    p_t, loss_t, _ = train(loss_of(theirs), init, batches)
+    p_o, loss_o, text = train(loss_of(ours), init, batches)
     assert CUSTOM_CALL in text  # the step runs the kernel
-    assert loss_o[-1] < loss_o[0]
     # Per step the gradients differ by rounding only (float32 noise; for
     # bf16 one rounding of an activation), so the trajectories stay together.
-    # Measured against how far training moved each parameter, plus the
-    # rounding of the parameter itself.
-    u = unit_roundoff(dtype)
-    np.testing.assert_allclose(loss_o, loss_t, rtol=4 * u)
-    for a, b, b0 in zip(*(jax.tree_util.tree_leaves(t) for t in (p_o, p_t, init))):
-        moved = float(np.abs(np.asarray(b) - np.asarray(b0)).max())
-        assert moved > 0
-        np.testing.assert_allclose(a, b, rtol=4 * unit_roundoff(F32), atol=16 * u * moved)
+    assert_same_training(p_o, p_t, init, loss_o, loss_t, dtype)
 
 
 # ---------------------------------------------------- what it refuses
@@ -315,7 +215,7 @@ def _apply(module, x):
 
 
 def test_feature_axes_outside_the_reduction_axes_are_refused():
-    x = _data((3, 6, 8), F32)
+    x = data((3, 6, 8), F32)
     with pytest.raises(ValueError, match="every feature axis must also be a reduction axis"):
         _apply(jf.LayerNorm(reduction_axes=-1, feature_axes=(0, -1)), x)
     with pytest.raises(ValueError, match="reduction_axes must be integer axes in"):
@@ -323,7 +223,7 @@ def test_feature_axes_outside_the_reduction_axes_are_refused():
 
 
 def test_mask_and_cross_device_statistics_are_refused():
-    x = _data((3, 8), F32)
+    x = data((3, 8), F32)
     with pytest.raises(NotImplementedError, match="`mask` is not supported"):
         jf.LayerNorm().init(jax.random.key(0), x, mask=jnp.ones(x.shape, bool))
     with pytest.raises(NotImplementedError, match="axis_name"):
@@ -333,7 +233,7 @@ def test_mask_and_cross_device_statistics_are_refused():
 def test_half_precision_statistics_are_refused():
     if "force_float32_reductions" not in {f.name for f in dataclasses.fields(nn.LayerNorm)}:
         pytest.skip("this Flax release has no force_float32_reductions attribute")
-    x = _data((3, 8), BF16)
+    x = data((3, 8), BF16)
     with pytest.raises(NotImplementedError, match="force_float32_reductions=False"):
         _apply(jf.LayerNorm(force_float32_reductions=False), x)
     # With float32 inputs the statistics are float32 anyway: accepted.
@@ -342,7 +242,7 @@ def test_half_precision_statistics_are_refused():
 
 
 def test_non_float32_compute_is_refused():
-    x = _data((3, 8), F32)
+    x = data((3, 8), F32)
     with pytest.raises(TypeError, match="resolve to float32, float16 or bfloat16.*complex64"):
         _apply(jf.LayerNorm(param_dtype=jnp.complex64), x)
 
