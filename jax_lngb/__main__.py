@@ -130,11 +130,15 @@ def _print_info(info: dict[str, Any]) -> None:
     if not asc["available"]:
         print(f"  ascend: none ({asc['reason']})")
     else:
-        regs = asc["registered_platforms"]
-        where = ", ".join(regs) if isinstance(regs, list) and regs else "no platform yet"
+        def show(value: Any, empty: str) -> str:
+            if isinstance(value, list):
+                return ", ".join(map(str, value)) or empty
+            return "unknown" if value is None else str(value)
+
         print(
-            f"  ascend: registered for {where} (platform names watched: {asc['platform_names']}; "
-            f"NPU handler compiled: {asc['npu_handler_compiled']})"
+            f"  ascend: registered for {show(asc['registered_platforms'], 'no platform yet')} "
+            f"(platform names watched: {show(asc['platform_names'], 'none')}; "
+            f"NPU handler compiled: {show(asc['npu_handler_compiled'], 'unknown')})"
         )
     print("  every other platform: the jax.numpy lowering of the same math")
     print(f"JAX default backend: {info['jax_default_backend']}")

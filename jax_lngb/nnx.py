@@ -10,12 +10,12 @@ constructor (`num_features`, `epsilon=1e-6`, `dtype=None`,
     from jax_lngb.nnx import LayerNorm      # instead of flax.nnx.LayerNorm
 
 Semantics kept from the installed Flax: where its LayerNorm has a
-`promote_dtype` attribute (newer Flax releases) the input and both parameters are first
-promoted together (to `dtype` when given), exactly as Flax does; statistics
-are float32; the output dtype follows Flax's rules. The differences are those
-of `jax_lngb.flax.LayerNorm` (two-pass variance whatever
-`use_fast_variance` says; `mask`/`axis_name` refused; feature axes must be
-reduction axes; float32 compute only).
+`promote_dtype` attribute (newer Flax releases; 0.12.0 has none), the input
+and both parameters are first promoted together (to `dtype` when given), as
+Flax does; statistics are float32; the output dtype follows Flax's rules.
+The differences are those of `jax_lngb.flax.LayerNorm`: two-pass variance
+whatever `use_fast_variance` says; `mask` and `axis_name` refused; feature
+axes must be reduction axes; float32 compute only.
 
 Needs Flax: `pip install 'jax_lngb[flax]'`.
 """

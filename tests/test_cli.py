@@ -101,7 +101,7 @@ def test_info_reports_the_platforms_an_ascend_module_registered(monkeypatch, cap
     monkeypatch.setitem(sys.modules, "jax_lngb.ascend", _fake_ascend())
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "  ascend: registered for ascend (platform names watched: ['ascend', 'npu']; NPU handler compiled: False)" in out
+    assert "  ascend: registered for ascend (platform names watched: ascend, npu; NPU handler compiled: False)" in out
     asc = cli.collect_info()["native_lowerings"]["ascend"]
     assert asc == {"available": True, "registered_platforms": ["ascend"], "platform_names": ["ascend", "npu"],
                    "npu_handler_compiled": False}

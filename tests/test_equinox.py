@@ -6,7 +6,6 @@ vmap(grad)), what the vmapped backward lowers to, a jitted training step,
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import re
