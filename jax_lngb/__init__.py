@@ -26,3 +26,20 @@ __all__ = [
     "layer_norm_ref",
     "psum_to_match",
 ]
+
+# Drop-in LayerNorm modules for optional libraries (jax_lngb.flax: linen,
+# jax_lngb.nnx, jax_lngb.equinox), imported on first attribute access so that
+# `import jax_lngb` never imports Flax or Equinox.
+_LAZY_SUBMODULES = ("flax", "nnx", "equinox")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_SUBMODULES])
