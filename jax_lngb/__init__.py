@@ -11,8 +11,14 @@ from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
 
+# The Ascend NPU lowering registers itself for the Ascend platform, now or
+# when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
+from . import ascend, tiling  # noqa: E402  (after the primitive exists)
+
 __all__ = [
     "__version__",
+    "ascend",
+    "tiling",
     "layer_norm",
     "layer_norm_grad_beta",
     "layer_norm_grad_beta_p",

@@ -5,6 +5,10 @@
 #include <nanobind/stl/vector.h>
 
 #include "ascend/emu/emu_launch.h"
+#include "xla/ffi/api/c_api.h"
+
+// emu/emu_ffi.cc: the Ascend FFI handler bound on the CPU with the emulation.
+extern "C" XLA_FFI_Error* JaxLngbGradBetaAscendEmu(XLA_FFI_CallFrame* call_frame);
 
 namespace nb = nanobind;
 using namespace jax_lngb::emu;
@@ -39,6 +43,16 @@ nb::tuple result(const GradBetaEmuResult& r) {
 NB_MODULE(_ascend_emu, m) {
   m.doc() = "CPU emulation of the AscendC subset jax_lngb's Ascend kernels use";
   nb::exception<KernelFault>(m, "KernelFault", PyExc_RuntimeError);
+
+  m.def(
+      "registrations",
+      [] {
+        nb::dict d;
+        d["jax_lngb_ascend_layer_norm_grad_beta"] =
+            nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscendEmu));
+        return d;
+      },
+      "The Ascend FFI target bound to the emulated launcher, for registration on the CPU platform.");
 
   m.def(
       "run_grad_beta",
