@@ -9,6 +9,7 @@
 #include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 #include "ascend/grad_beta_kernel.asc"
 #include "ascend/emu/probe_kernels.asc"
+#include "ascend/emu/selftest_kernels.asc"
 
 namespace jax_lngb::emu {
 namespace {
@@ -87,6 +88,14 @@ GradBetaEmuResult run_probe(const ProbeEmuArgs& a) {
   out.pd_gamma = gamma.bytes;
   out.pd_beta = beta.bytes;
   return out;
+}
+
+std::vector<uint8_t> run_selftest(uint32_t which, uint32_t block_dim, uint64_t ub_bytes) {
+  Device dev(ub_bytes);
+  GmRegion& data = dev.alloc("data", jax_lngb_ascend_selftest::kElems * sizeof(float), 0);
+  GmRegion& out = dev.alloc("out", jax_lngb_ascend_selftest::kElems * sizeof(float));
+  dev.launch("jax_lngb_emu_selftest", block_dim, [&] { jax_lngb_emu_selftest(which, data.data(), out.data()); });
+  return out.bytes;
 }
 
 }  // namespace jax_lngb::emu

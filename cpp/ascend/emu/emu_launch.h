@@ -50,4 +50,8 @@ struct ProbeEmuArgs {
 
 GradBetaEmuResult run_probe(const ProbeEmuArgs& a);
 
+// The deliberately wrong kernels of selftest_kernels.asc (case index as
+// there), over `block_dim` cores. Returns the output buffer.
+std::vector<uint8_t> run_selftest(uint32_t which, uint32_t block_dim, uint64_t ub_bytes);
+
 }  // namespace jax_lngb::emu

@@ -86,6 +86,12 @@ NB_MODULE(_ascend_emu, m) {
       nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"));
 
   m.def(
+      "run_selftest",
+      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) { return to_bytes(run_selftest(which, block_dim, ub_bytes)); },
+      nb::arg("which"), nb::arg("block_dim"), nb::arg("ub_bytes"),
+      "Runs one of the deliberately wrong kernels of emu/selftest_kernels.asc.");
+
+  m.def(
       "run_probe",
       [](const nb::bytes& res, const nb::bytes& dy, uint64_t elems, uint64_t h, uint32_t ts, bool reuse,
          uint32_t stack_bytes, const std::vector<uint32_t>& api, uint64_t ub_bytes) {
