@@ -164,6 +164,7 @@ def _ascend_rule(res, dy, *, out_dtype, batch_dims):
         jnp.asarray(plan.to_array()),  # the kernels' tiling, a device-resident constant
         block_dim=np.uint32(plan.block_dim),
         combine_block_dim=np.uint32(plan.combine_block_dim),
+        combine_cols_per_core=np.uint32(plan.combine_cols_per_core),
         rows=np.uint32(plan.rows),
         h_length=np.uint32(plan.h_length),
         original_h_length=np.uint32(h),

@@ -9,9 +9,9 @@
 //             float16, H zero padded), tiling u32[56] (GradBetaKernelTiling)
 //   results:  pd_gamma [h_length], pd_beta [h_length] (float32 or float16),
 //             workspace f32[num_groups * 2 * h_length]
-//   attributes (u32): block_dim, combine_block_dim, rows, h_length,
-//             original_h_length, tile_rows, num_groups, stack_buffer_bytes,
-//             one_cal_size
+//   attributes (u32): block_dim, combine_block_dim, combine_cols_per_core,
+//             rows, h_length, original_h_length, tile_rows, num_groups,
+//             stack_buffer_bytes, one_cal_size
 #pragma once
 
 #include <cstdint>
@@ -26,8 +26,8 @@ namespace jax_lngb::ascend {
 namespace ffi = xla::ffi;
 
 struct GradBetaAttrs {
-  uint32_t block_dim, combine_block_dim, rows, h_length, original_h_length, tile_rows, num_groups,
-      stack_buffer_bytes, one_cal_size;
+  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows,
+      num_groups, stack_buffer_bytes, one_cal_size;
 };
 
 inline ffi::Error invalid(const std::string& what) {
@@ -67,9 +67,12 @@ ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuf
   const uint64_t ws_elems = uint64_t(a.num_groups) * 2 * a.h_length;
   if (workspace->element_count() != ws_elems)
     return invalid("workspace must have num_groups * 2 * h_length = " + std::to_string(ws_elems) + " floats");
-  if (a.block_dim < 1 || a.block_dim > a.num_groups || a.combine_block_dim < 1 ||
-      a.original_h_length < 1 || a.original_h_length > a.h_length || a.tile_rows < 1 || a.tile_rows > a.rows)
+  if (a.block_dim < 1 || a.block_dim > a.num_groups || a.original_h_length < 1 ||
+      a.original_h_length > a.h_length || a.tile_rows < 1 || a.tile_rows > a.rows)
     return invalid("inconsistent launch attributes");
+  // The combine kernel's cores must cover every column of H.
+  if (a.combine_block_dim < 1 || uint64_t(a.combine_block_dim) * a.combine_cols_per_core < a.h_length)
+    return invalid("combine_block_dim * combine_cols_per_core must cover h_length = " + std::to_string(a.h_length));
 
   l.res_for_gamma = res.untyped_data();
   l.dy = dy.untyped_data();
@@ -102,6 +105,7 @@ ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuf
       .Ret<xla::ffi::Buffer<xla::ffi::F32>>()          \
       .Attr<uint32_t>("block_dim")                     \
       .Attr<uint32_t>("combine_block_dim")             \
+      .Attr<uint32_t>("combine_cols_per_core")         \
       .Attr<uint32_t>("rows")                          \
       .Attr<uint32_t>("h_length")                      \
       .Attr<uint32_t>("original_h_length")             \
