@@ -54,7 +54,9 @@ __all__ = [
     "DEFAULT_PLATFORMS",
     "DEFAULT_UB_BYTES",
     "FFI_TARGET",
+    "NUM_CORES_ENV",
     "PLATFORM_ENV",
+    "UB_BYTES_ENV",
     "handler_available",
     "platform_names",
     "plan_for",
@@ -71,6 +73,7 @@ DEFAULT_NUM_CORES = 40  # Atlas A2: 20 AI cores x 2 vector cores; more blocks th
 DEFAULT_UB_BYTES = 196608  # unified buffer of an Atlas A2/A3 vector core
 
 _KERNEL_DTYPES = {np.dtype(np.float32): 4, np.dtype(np.float16): 2}
+_U32_MAX = 2**32 - 1
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -128,6 +131,10 @@ def plan_for(
         return None
     per = max(32 // in_dt.itemsize, 32 // out_dt.itemsize)
     hp = -(-h // per) * per
+    if rows > _U32_MAX or hp > _U32_MAX:
+        return None  # beyond the kernel's uint32 tiling fields
+    ub_bytes = _env_int(UB_BYTES_ENV, DEFAULT_UB_BYTES)
+    num_cores = _env_int(NUM_CORES_ENV, DEFAULT_NUM_CORES)
     try:
         plan = tiling.plan_layer_norm_grad_beta_kernel(
             rows,
@@ -135,14 +142,16 @@ def plan_for(
             original_h=h,
             in_type_size=_KERNEL_DTYPES[in_dt],
             out_type_size=_KERNEL_DTYPES[out_dt],
-            ub_bytes=_env_int(UB_BYTES_ENV, DEFAULT_UB_BYTES),
-            num_cores=_env_int(NUM_CORES_ENV, DEFAULT_NUM_CORES),
+            ub_bytes=ub_bytes,
+            num_cores=num_cores,
             # The kernel's UB tiles are copies it owns: LayerNormGradBeta may
             # overwrite them, which leaves more UB for rows.
             is_reuse_source=in_dt == np.float32,
         )
-    except ValueError:
-        return None  # a row wider than the unified buffer, or sizes beyond uint32
+    except ValueError as e:
+        if "cannot hold one row" in str(e):
+            return None  # LayerNormGradBeta never splits H
+        raise
     return hp, plan
 
 

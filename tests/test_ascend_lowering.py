@@ -223,6 +223,20 @@ def test_platform_names_parsing(monkeypatch):
     assert ascend.platform_names() == ("npu", "ascend_v2")
 
 
+def test_tuning_knobs_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ascend.UB_BYTES_ENV, "65536")
+    monkeypatch.setenv(ascend.NUM_CORES_ENV, "3")
+    hp, plan = ascend.plan_for((8, 1000, 100), np.float16, np.float16)
+    assert hp == 112 and plan.ub_bytes_used <= 65536 and plan.block_dim == 3
+    monkeypatch.setenv(ascend.NUM_CORES_ENV, "many")
+    with pytest.raises(ValueError, match=r"\$JAX_LNGB_ASCEND_NUM_CORES must be an integer; got 'many'"):
+        ascend.plan_for((8, 100), np.float32, np.float32)
+    monkeypatch.delenv(ascend.NUM_CORES_ENV)
+    # a row that does not fit the unified buffer: the portable lowering
+    assert ascend.plan_for((4, 8192), np.float32, np.float32) is None
+    assert ascend.plan_for((4, 16), np.float64, np.float32) is None
+
+
 # ------------------------- the handler's contract, end to end on the CPU
 
 E2E = r"""

@@ -41,19 +41,21 @@ uint64_t stack_bytes_for(const GradBetaPlanRequest& q, uint64_t r, bool reuse) {
 
 uint64_t partials_ub_bytes(uint64_t tile_rows, uint64_t h, uint64_t in_type_size, uint64_t stack_bytes,
                            uint64_t buffer_num) {
+  // One term per InitBuffer of GradBetaPartials::Init, in its order.
   const uint64_t tile = align32(tile_rows * h * in_type_size);
   uint64_t total = 2 * buffer_num * tile;                          // res_for_gamma and dy queues
-  if (in_type_size == 2) total += align32(2 * tile_rows * h * 4);  // fp32 copies of both
+  if (in_type_size == 2) total += 2 * align32(tile_rows * h * 4);  // their fp32 copies
   total += align32(stack_bytes);                                   // sharedTmpBuffer
-  total += align32(2 * h * 4);                                     // one call's pd_gamma, pd_beta
+  total += 2 * align32(h * 4);                                     // one call's pd_gamma, pd_beta
   total += buffer_num * align32(2 * h * 4);                        // group accumulators (out queue)
   return total;
 }
 
 uint64_t combine_ub_bytes(uint64_t chunk_cols, uint64_t out_type_size, uint64_t buffer_num) {
-  uint64_t total = buffer_num * align32(2 * chunk_cols * 4);                   // partials in
-  if (out_type_size == 2) total += align32(2 * chunk_cols * 4);                // fp32 sums
-  total += buffer_num * align32(2 * chunk_cols * out_type_size);               // results out
+  // One term per InitBuffer of GradBetaCombine::Init, in its order.
+  uint64_t total = buffer_num * align32(2 * chunk_cols * 4);      // group partials in
+  if (out_type_size == 2) total += align32(2 * chunk_cols * 4);   // fp32 sums (float sums in place)
+  total += buffer_num * align32(2 * chunk_cols * out_type_size);  // results out
   return total;
 }
 

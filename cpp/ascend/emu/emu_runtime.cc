@@ -1,6 +1,7 @@
 #include "ascend/emu/emu_runtime.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 
