@@ -7,6 +7,9 @@ built on it) as JAX primitives with native kernels.
 
 from __future__ import annotations
 
+from . import export
+from ._avals import psum_to_match
+from ._partitioning import ShardingWarning
 from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
@@ -16,13 +19,16 @@ from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
 from . import ascend, tiling  # noqa: E402  (after the primitive exists)
 
 __all__ = [
+    "ShardingWarning",
     "__version__",
     "ascend",
-    "tiling",
+    "export",
     "layer_norm",
     "layer_norm_grad_beta",
     "layer_norm_grad_beta_p",
     "layer_norm_grad_beta_ref",
     "layer_norm_jnp",
     "layer_norm_ref",
+    "psum_to_match",
+    "tiling",
 ]

@@ -1,6 +1,9 @@
-"""The Ascend NPU lowering of ``layer_norm_grad_beta_p``.
+"""The Ascend NPU lowering of LayerNormGradBeta.
 
-On an Ascend platform the primitive lowers to one XLA FFI custom call,
+It is registered on ``layer_norm_grad_beta_local_p``, the per-device kernel
+primitive that ``layer_norm_grad_beta_p`` lowers to (see
+``jax_lngb._partitioning``), so sharded inputs keep the row partitioning.
+On an Ascend platform the kernel primitive lowers to one XLA FFI custom call,
 ``jax_lngb_ascend_layer_norm_grad_beta``, that launches the AscendC kernels
 of ``cpp/ascend/grad_beta_kernel.asc``:
 
@@ -47,7 +50,7 @@ from jax._src import xla_bridge
 from jax.interpreters import mlir
 
 from . import tiling
-from .grad_beta import _grad_beta_jnp, layer_norm_grad_beta_p
+from .grad_beta import _grad_beta_jnp, layer_norm_grad_beta_local_p
 
 __all__ = [
     "DEFAULT_NUM_CORES",
@@ -198,7 +201,7 @@ def register(platform: str | None = None) -> tuple[str, ...]:
         for name in names:
             if name in _registered or not xla_bridge.is_known_platform(name):
                 continue
-            mlir.register_lowering(layer_norm_grad_beta_p, _lowering, platform=name)
+            mlir.register_lowering(layer_norm_grad_beta_local_p, _lowering, platform=name)
             if _ascend is not None:
                 for target, capsule in _ascend.registrations().items():
                     jax.ffi.register_ffi_target(target, capsule, platform=name)

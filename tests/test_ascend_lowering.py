@@ -248,7 +248,8 @@ from jax_lngb import ascend, ascend_emu, _ascend_emu
 # handler -> kernels, all through XLA.
 for name, capsule in _ascend_emu.registrations().items():
     jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-mlir.register_lowering(jax_lngb.layer_norm_grad_beta_p, ascend._lowering, platform="cpu")
+from jax_lngb.grad_beta import layer_norm_grad_beta_local_p
+mlir.register_lowering(layer_norm_grad_beta_local_p, ascend._lowering, platform="cpu")
 """
 
 
