@@ -14,9 +14,14 @@ from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
 
+# The Ascend NPU lowering registers itself for the Ascend platform, now or
+# when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
+from . import ascend, tiling  # noqa: E402  (after the primitive exists)
+
 __all__ = [
     "ShardingWarning",
     "__version__",
+    "ascend",
     "export",
     "layer_norm",
     "layer_norm_grad_beta",
@@ -25,6 +30,7 @@ __all__ = [
     "layer_norm_jnp",
     "layer_norm_ref",
     "psum_to_match",
+    "tiling",
 ]
 
 # Drop-in LayerNorm modules for optional libraries (jax_lngb.flax: linen,
