@@ -1,5 +1,7 @@
-"""Shared test helpers: dtypes, random data, and error bounds derived from
-float32 accumulation."""
+"""Shared test helpers: dtypes, random data, error bounds derived from
+float32 accumulation (assert_sums_close for finite data; assert_float32_sums
+with grad_beta_terms when NaN, Inf, overflow or FTZ/DAZ are in play), and
+the hypothesis profiles."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ produces, but a hand-written `jax.ffi.ffi_call` or a stale exported module
 can) fails with a JaxRuntimeError that says what is wrong, never an abort,
 and the process keeps working afterwards.
 
-One table per FFI target: each row is (operands, results, message pattern).
-When a new handler lands, add its target to TARGETS with a consistent
-call (the control) and its rows of inconsistent ones.
+CASES holds inconsistent calls (target, operands, results, message pattern);
+VALID holds consistent calls the primitives never make but the handler must
+accept. When a new handler lands, add its rows to both (a helper like gb()
+per target keeps them short); test_consistent_direct_calls_... then needs
+that target's NumPy meaning.
 """
 
 from __future__ import annotations

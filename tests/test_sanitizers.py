@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,14 +21,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cpp" / "tests" / "run_sanitizers.sh"
+# The test extra installs cmake and ninja into the environment; it need not
+# be activated (CI runs .venv/bin/pytest), so look next to the interpreter.
+ENV_BIN = Path(sys.executable).parent
+
+
+def tool_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(ENV_BIN), env.get("PATH", "")])
+    return env
 
 
 def missing_toolchain(sanitizer: str) -> str | None:
     """Why this machine cannot build the sanitized driver, or None."""
     if not SCRIPT.exists():
         return f"{SCRIPT} is not in this checkout"
-    if shutil.which("cmake") is None:
-        return "cmake is not on PATH"
+    path = tool_env()["PATH"]
+    if shutil.which("cmake", path=path) is None:
+        return f"cmake is neither on PATH nor in {ENV_BIN} (pip install '.[test]' provides it)"
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         return "no C++ compiler (c++, g++, clang++ or $CXX) on PATH"
@@ -46,7 +57,7 @@ def missing_toolchain(sanitizer: str) -> str | None:
 
 def run_script(mode: str) -> str:
     proc = subprocess.run(
-        ["bash", str(SCRIPT), mode], cwd=ROOT, capture_output=True, text=True, timeout=1800
+        ["bash", str(SCRIPT), mode], cwd=ROOT, env=tool_env(), capture_output=True, text=True, timeout=1800
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"run_sanitizers.sh {mode} failed (rc {proc.returncode}):\n{out[-6000:]}"
