@@ -121,9 +121,8 @@ class GradBetaCase:
         rows = n // h if h else 0
         if self.mirror and rows >= 2:
             half = rows // 2
-            for a in (dy,):
-                a2 = a.reshape(rows, h)
-                a2[half : 2 * half] = -a2[:half]
+            d2 = dy.reshape(rows, h)
+            d2[half : 2 * half] = -d2[:half]
         for pos, name, in_dy in self.specials:
             if n:
                 (dy if in_dy else res)[int(pos * n)] = special_value(name, self.dtype)
