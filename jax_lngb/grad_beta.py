@@ -39,8 +39,8 @@ from . import _native
 from ._avals import derived_aval
 from ._partitioning import ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
 from ._validate import (
+    check_batch_dims,
     check_kernel_dtype,
-    check_rank,
     check_same_dtype,
     check_same_shape,
 )
@@ -78,10 +78,10 @@ def layer_norm_grad_beta(
     """
     res_for_gamma = jnp.asarray(res_for_gamma)
     dy = jnp.asarray(dy)
-    if out_dtype is None:
-        out = check_kernel_dtype("layer_norm_grad_beta", "res_for_gamma", res_for_gamma.dtype)
-    else:
-        out = check_kernel_dtype("layer_norm_grad_beta", "out_dtype", out_dtype)
+    # Checked here too, not only in abstract evaluation: under vmap the
+    # primitive sees batched shapes, and the error must speak of the user's.
+    _check_operands(res_for_gamma, dy, batch_dims=0)
+    out = res_for_gamma.dtype if out_dtype is None else check_kernel_dtype(_FN, "out_dtype", out_dtype)
     pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res_for_gamma, dy, out_dtype=out, batch_dims=0)
     return pd_gamma, pd_beta
 
@@ -97,13 +97,20 @@ def layer_norm_grad_beta_ref(res_for_gamma: Any, dy: Any) -> tuple[np.ndarray, n
 # --------------------------------------------------------- abstract evaluation
 
 
+_FN = "layer_norm_grad_beta"
+
+
+def _check_operands(res, dy, *, batch_dims) -> int:
+    batch_dims = check_batch_dims(_FN, batch_dims, "res_for_gamma", res.shape)
+    check_kernel_dtype(_FN, "res_for_gamma", res.dtype)
+    check_same_shape(_FN, "res_for_gamma", res.shape, "dy", dy.shape)
+    check_same_dtype(_FN, "res_for_gamma", res.dtype, "dy", dy.dtype)
+    return batch_dims
+
+
 def _abstract_eval(res, dy, *, out_dtype, batch_dims):
-    fn = "layer_norm_grad_beta"
-    check_rank(fn, "res_for_gamma", res.shape, batch_dims + 1)
-    check_kernel_dtype(fn, "res_for_gamma", res.dtype)
-    check_same_shape(fn, "res_for_gamma", res.shape, "dy", dy.shape)
-    check_same_dtype(fn, "res_for_gamma", res.dtype, "dy", dy.dtype)
-    check_kernel_dtype(fn, "out_dtype", out_dtype)
+    batch_dims = _check_operands(res, dy, batch_dims=batch_dims)
+    check_kernel_dtype(_FN, "out_dtype", out_dtype)
     out_shape = res.shape[:batch_dims] + res.shape[-1:]
     # Typed like the inputs: inside shard_map the sums vary over the manual
     # axes the inputs vary over (see _avals); group axes keep their sharding.

@@ -208,24 +208,13 @@ def test_vmap_of_grad_beta_refuses_mismatched_dtypes():
         jax.vmap(layer_norm_grad_beta)(jnp.zeros((5, 4, H)), jnp.zeros((5, 4, H), F16))
 
 
-# The public function lets abstract evaluation check its operands, which
-# under vmap sees the batched shapes: the refusal comes, but speaks of the
-# vmapped shape, not of the user's per-example one.
-@pytest.mark.xfail(
-    strict=True,
-    reason="jax_lngb/grad_beta.py: layer_norm_grad_beta does not check per-example operands before bind; "
-    "under vmap the error reports the batched shape (5,) and 'rank >= 2'",
-)
+# Under vmap the refusal must speak of the user's per-example shapes, not of
+# the batched ones abstract evaluation sees.
 def test_vmap_of_grad_beta_names_per_example_rank():
     with pytest.raises(ValueError, match=r"res_for_gamma must have rank >= 1.*got shape \(\) of rank 0"):
         jax.vmap(layer_norm_grad_beta)(jnp.zeros(5), jnp.zeros(5))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jax_lngb/grad_beta.py: layer_norm_grad_beta does not check per-example operands before bind; "
-    "under vmap the error reports the batched shapes (5, 4, 8) / (5, 4, 9)",
-)
 def test_vmap_of_grad_beta_names_per_example_shapes():
     with pytest.raises(ValueError, match=r"dy must have the shape of res_for_gamma \(4, 8\); got \(4, 9\)"):
         jax.vmap(layer_norm_grad_beta)(jnp.zeros((5, 4, H)), jnp.zeros((5, 4, 9)))
@@ -234,11 +223,6 @@ def test_vmap_of_grad_beta_names_per_example_shapes():
 # --------------------------------------------------- primitive parameters
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jax_lngb/grad_beta.py: _abstract_eval does not validate batch_dims; a negative value is "
-    "accepted and gives [4, 8] 'gradients' (fix: call _validate.check_batch_dims first)",
-)
 @pytest.mark.parametrize("batch_dims,exc", [(-1, ValueError), (1.5, TypeError), (True, TypeError)])
 def test_primitive_refuses_bad_batch_dims(batch_dims, exc):
     x = jnp.zeros((4, H))
