@@ -8,6 +8,9 @@ built on it) as JAX primitives with native kernels.
 
 from __future__ import annotations
 
+from . import export
+from ._avals import psum_to_match
+from ._partitioning import ShardingWarning
 from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
 from .backward import layer_norm_backward_p, layer_norm_backward_ref
@@ -16,8 +19,15 @@ from .grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
 from .tangent import layer_norm_tangent_p, layer_norm_tangent_ref
 
+# The Ascend NPU lowering registers itself for the Ascend platform, now or
+# when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
+from . import ascend, tiling  # noqa: E402  (after the primitive exists)
+
 __all__ = [
+    "ShardingWarning",
     "__version__",
+    "ascend",
+    "export",
     "layer_norm",
     "layer_norm_backward_p",
     "layer_norm_backward_ref",
@@ -33,4 +43,23 @@ __all__ = [
     "layer_norm_ref",
     "layer_norm_tangent_p",
     "layer_norm_tangent_ref",
+    "psum_to_match",
+    "tiling",
 ]
+
+# Drop-in LayerNorm modules for optional libraries (jax_lngb.flax: linen,
+# jax_lngb.nnx, jax_lngb.equinox), imported on first attribute access so that
+# `import jax_lngb` never imports Flax or Equinox.
+_LAZY_SUBMODULES = ("flax", "nnx", "equinox")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_SUBMODULES])

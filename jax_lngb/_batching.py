@@ -3,10 +3,10 @@
 vmap adds an independent problem, never more rows: the mapped axis becomes a
 new leading group axis of every operand (``batch_dims`` counts them), so
 the gamma/beta reductions return one [H] per mapped element and per-example
-gradients stay per example (SPEC section 5). Row operands and per-row
-statistics that are not mapped are broadcast; a parameter that is not
-mapped stays [H] and is shared by every group, one that is mapped becomes
-[*G, H].
+gradients stay per example (SPEC section 5). Operands that are not mapped
+are broadcast: row operands and per-row statistics to the new group axis,
+parameters to one [H] row per group ([*G, H], the layout the row
+partitioning of `_partitioning` describes; it costs G * H values).
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ def move_to_groups(
     for a, d, k in zip(args, dims, kinds):
         if k == ROWS:
             out.append(jnp.broadcast_to(a, (size, *a.shape)) if d is None else jnp.moveaxis(a, d, 0))
-        elif d is None:
-            out.append(a if a.ndim == 1 else jnp.broadcast_to(a, (size, *a.shape)))
+            continue
+        h = a.shape[-1]
+        if d is None:
+            a = jnp.broadcast_to(a, (size, *a.shape))
         else:
             a = jnp.moveaxis(a, d, 0)
-            if batch_dims and a.ndim == 2:
-                # Mapped here but shared by the existing groups: one [H] for
-                # each (new, old) group pair.
-                h = a.shape[-1]
-                a = jnp.broadcast_to(a.reshape((size,) + (1,) * batch_dims + (h,)), (size, *groups, h))
-            out.append(a)
+        if a.ndim == 2 and batch_dims:
+            # One [H] per new group so far: the same for every existing group.
+            a = jnp.broadcast_to(a.reshape((size,) + (1,) * batch_dims + (h,)), (size, *groups, h))
+        out.append(a)
     return out

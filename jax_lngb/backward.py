@@ -15,6 +15,11 @@ This is the transpose of `layer_norm_tangent_p` (the VJP of
 tangent again, and its JVP uses the jax.numpy formulas, so derivatives of
 every order work.
 
+A public/local pair like every kernel primitive (see `_partitioning`): on a
+mesh each device runs the kernel on its own rows, dx stays sharded like dy,
+and the float32 partial sums are psum'd over the row-sharding axes and
+narrowed once.
+
 Parameters of the primitive:
     epsilon:    static float added to the variance.
     batch_dims: leading axes that are independent problems (added by vmap):
@@ -32,13 +37,16 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _native
+from ._avals import derived_aval
 from ._batching import PARAM, ROWS, move_to_groups
+from ._partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
+from ._partitioning import ROWS as ROWS_ROLE
 from ._ffi_call import apply_impl, cpu_lowering
 from ._formulas import backward_jnp
 from ._validate import (
+    check_batch_dims,
     check_kernel_dtype,
     check_param,
-    check_rank,
     check_row_stats,
     check_same_dtype,
     check_same_shape,
@@ -48,6 +56,11 @@ FFI_TARGET = "jax_lngb_layer_norm_backward"
 
 layer_norm_backward_p = Primitive("layer_norm_backward")
 layer_norm_backward_p.multiple_results = True
+
+# The kernel on the rows one device holds (bound only by the lowering of
+# layer_norm_backward_p).
+layer_norm_backward_local_p = Primitive("layer_norm_backward_local")
+layer_norm_backward_local_p.multiple_results = True
 
 
 def layer_norm_backward_ref(dy, x, variance, mean, gamma, *, epsilon: float = 1e-5):
@@ -66,7 +79,7 @@ def layer_norm_backward_ref(dy, x, variance, mean, gamma, *, epsilon: float = 1e
 
 def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype):
     fn = "layer_norm_backward"
-    check_rank(fn, "x", x.shape, batch_dims + 1)
+    batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     check_same_shape(fn, "x", x.shape, "dy", dy.shape)
     check_same_dtype(fn, "x", x.dtype, "dy", dy.dtype)
@@ -76,12 +89,16 @@ def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dty
     check_kernel_dtype(fn, "gamma", gamma.dtype)
     check_param(fn, "gamma", gamma.shape, x.shape, batch_dims)
     check_kernel_dtype(fn, "out_dtype", out_dtype)
-    param = jax.core.ShapedArray(x.shape[:batch_dims] + x.shape[-1:], out_dtype)
-    return jax.core.ShapedArray(x.shape, x.dtype), param, param
+    inputs = (dy, variance, mean, gamma)
+    dx = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
+    # Sums over rows: they vary over whatever manual axes the rows do.
+    param = derived_aval(x, x.shape[:batch_dims] + x.shape[-1:], out_dtype, (*range(batch_dims), None), inputs=inputs)
+    return dx, param, param
 
 
-layer_norm_backward_p.def_abstract_eval(_abstract_eval)
-layer_norm_backward_p.def_impl(apply_impl(layer_norm_backward_p))
+for _p in (layer_norm_backward_p, layer_norm_backward_local_p):
+    _p.def_abstract_eval(_abstract_eval)
+    _p.def_impl(apply_impl(_p))
 
 
 # ------------------------------------------------------------------ lowerings
@@ -98,9 +115,31 @@ def _result_avals(dy, x, variance, mean, gamma, *, batch_dims, out_dtype):
     return (jax.ShapeDtypeStruct(x.shape, x.dtype), param, param)
 
 
-mlir.register_lowering(layer_norm_backward_p, mlir.lower_fun(_backward_jnp, multiple_results=True))
+mlir.register_lowering(layer_norm_backward_local_p, mlir.lower_fun(_backward_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_backward_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
+    layer_norm_backward_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
+)
+
+
+# -------------------------------------------------------------- partitioning
+
+
+def _layout(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype):
+    """dx row-wise like dy; pd_gamma/pd_beta sums over the rows."""
+    return RowLayout(
+        group_dims=batch_dims,
+        row_dims=x.ndim - 1 - batch_dims,
+        operands=(ROWS_H, ROWS_H, ROWS_ROLE, ROWS_ROLE, PARAM_H),
+        results=(ROWS_H, SUM_H, SUM_H),
+    )
+
+
+register_row_partitioning(
+    layer_norm_backward_p,
+    layer_norm_backward_local_p,
+    _layout,
+    reference=_backward_jnp,
+    widen_params=float32_sums,
 )
 
 

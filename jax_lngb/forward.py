@@ -11,10 +11,13 @@ Differentiation: the JVP binds `layer_norm_tangent_p`, the linear map whose
 transpose is the fused backward, so reverse mode (jax.grad, jax.vjp) runs
 the fused kernel and forward mode, linearize and higher orders work too.
 
+A public/local pair like every kernel primitive (see `_partitioning`): on a
+mesh each device normalizes its own rows; nothing is exchanged.
+
 Parameters of the primitive:
     epsilon:    static float added to the variance.
     batch_dims: leading axes that are independent problems (added by vmap);
-                gamma and beta are then [H] (shared) or [*G, H].
+                gamma and beta are then [*G, H].
     backward:   "fused" or "chained": which backward the JVP's transpose runs
                 (see `jax_lngb.layer_norm`); never changes the forward.
 """
@@ -28,16 +31,24 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _native
+from ._avals import derived_aval
 from ._batching import PARAM, ROWS, move_to_groups
+from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ._partitioning import ROWS as ROWS_ROLE
 from ._ffi_call import apply_impl, cpu_lowering
 from ._formulas import forward_jnp
-from ._validate import check_kernel_dtype, check_param, check_rank
+from ._validate import check_batch_dims, check_kernel_dtype, check_param
 
 FFI_TARGET = "jax_lngb_layer_norm_forward"
 BACKWARDS = ("fused", "chained")
 
 layer_norm_forward_p = Primitive("layer_norm_forward")
 layer_norm_forward_p.multiple_results = True
+
+# The kernel on the rows one device holds (bound only by the lowering of
+# layer_norm_forward_p).
+layer_norm_forward_local_p = Primitive("layer_norm_forward_local")
+layer_norm_forward_local_p.multiple_results = True
 
 
 def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5):
@@ -54,18 +65,20 @@ def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5):
 
 def _abstract_eval(x, gamma, beta, *, epsilon, batch_dims, backward):
     fn = "layer_norm"
-    check_rank(fn, "x", x.shape, batch_dims + 1)
+    batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     for name, p in (("gamma", gamma), ("beta", beta)):
         check_kernel_dtype(fn, name, p.dtype)
         check_param(fn, name, p.shape, x.shape, batch_dims)
     assert backward in BACKWARDS, backward
-    stats = jax.core.ShapedArray(x.shape[:-1], jnp.float32)
-    return jax.core.ShapedArray(x.shape, x.dtype), stats, stats
+    y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(gamma, beta))
+    stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=(gamma, beta))
+    return y, stats, stats
 
 
-layer_norm_forward_p.def_abstract_eval(_abstract_eval)
-layer_norm_forward_p.def_impl(apply_impl(layer_norm_forward_p))
+for _p in (layer_norm_forward_p, layer_norm_forward_local_p):
+    _p.def_abstract_eval(_abstract_eval)
+    _p.def_impl(apply_impl(_p))
 
 
 # ------------------------------------------------------------------ lowerings
@@ -80,10 +93,26 @@ def _result_avals(x, gamma, beta, *, batch_dims, backward):
     return (jax.ShapeDtypeStruct(x.shape, x.dtype), stats, stats)
 
 
-mlir.register_lowering(layer_norm_forward_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
+mlir.register_lowering(layer_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_forward_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
+    layer_norm_forward_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
 )
+
+
+# -------------------------------------------------------------- partitioning
+
+
+def _layout(x, gamma, beta, *, epsilon, batch_dims, backward):
+    """Row-wise: x and y [*G, *rows, H], statistics [*G, *rows]."""
+    return RowLayout(
+        group_dims=batch_dims,
+        row_dims=x.ndim - 1 - batch_dims,
+        operands=(ROWS_H, PARAM_H, PARAM_H),
+        results=(ROWS_H, ROWS_ROLE, ROWS_ROLE),
+    )
+
+
+register_row_partitioning(layer_norm_forward_p, layer_norm_forward_local_p, _layout, reference=_forward_jnp)
 
 
 # ----------------------------------------------------------------------- JVP

@@ -16,13 +16,17 @@ backward, which `jax_lngb.layer_norm(..., backward="chained")` runs.
 
 Everything about the primitive is in this file: abstract evaluation (all
 argument checks, at trace time), the CPU lowering to the C++ kernel, the
-jax.numpy lowering of every other platform, the JVP (the jax.numpy
-formulas, so every order of derivative works) and the batching rule.
+jax.numpy lowering of every other platform, the partitioning rule, the JVP
+(the jax.numpy formulas, so every order of derivative works) and the
+batching rule. As every kernel primitive of the package it is a pair (see
+`_partitioning`): `layer_norm_grad_p`, which users bind, lowers to
+`layer_norm_grad_local_p`, the kernel on one device's rows; on a mesh each
+device runs it on its own rows (the op is row-wise: nothing is exchanged).
 
 Parameters of the primitive:
     epsilon:    static float added to the variance.
     batch_dims: leading axes that are independent problems (added by vmap);
-                gamma is then [H] (shared) or [*G, H].
+                gamma is then [*G, H].
 """
 
 from __future__ import annotations
@@ -37,14 +41,17 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _native
+from ._avals import derived_aval
 from ._batching import PARAM, ROWS, move_to_groups
+from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ._partitioning import ROWS as ROWS_ROLE
 from ._ffi_call import apply_impl, cpu_lowering
 from ._formulas import grad_jnp
 from ._validate import (
+    check_batch_dims,
     check_epsilon,
     check_kernel_dtype,
     check_param,
-    check_rank,
     check_row_stats,
     check_same_dtype,
     check_same_shape,
@@ -54,6 +61,11 @@ FFI_TARGET = "jax_lngb_layer_norm_grad"
 
 layer_norm_grad_p = Primitive("layer_norm_grad")
 layer_norm_grad_p.multiple_results = True
+
+# The kernel on the rows one device holds (bound only by the lowering of
+# layer_norm_grad_p; same parameters, same abstract evaluation).
+layer_norm_grad_local_p = Primitive("layer_norm_grad_local")
+layer_norm_grad_local_p.multiple_results = True
 
 
 # ---------------------------------------------------------------- public API
@@ -84,7 +96,10 @@ def layer_norm_grad(
       gamma/beta gradients.
     """
     dy, x, variance, mean, gamma = map(jnp.asarray, (dy, x, variance, mean, gamma))
-    eps = check_epsilon("layer_norm_grad", epsilon)
+    eps = check_epsilon(_FN, epsilon)
+    # Checked here too, not only in abstract evaluation: under vmap the
+    # primitive sees batched shapes, and the error must speak of the user's.
+    _check_operands(dy, x, variance, mean, gamma, batch_dims=0)
     pd_x, res = layer_norm_grad_p.bind(dy, x, variance, mean, gamma, epsilon=eps, batch_dims=0)
     return pd_x, res
 
@@ -111,9 +126,12 @@ def layer_norm_grad_ref(dy: Any, x: Any, variance: Any, mean: Any, gamma: Any, *
 # --------------------------------------------------------- abstract evaluation
 
 
-def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
-    fn = "layer_norm_grad"
-    check_rank(fn, "x", x.shape, batch_dims + 1)
+_FN = "layer_norm_grad"
+
+
+def _check_operands(dy, x, variance, mean, gamma, *, batch_dims):
+    fn = _FN
+    batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     check_same_shape(fn, "x", x.shape, "dy", dy.shape)
     check_same_dtype(fn, "x", x.dtype, "dy", dy.dtype)
@@ -122,12 +140,18 @@ def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
         check_row_stats(fn, name, s.shape, x.shape)
     check_kernel_dtype(fn, "gamma", gamma.dtype)
     check_param(fn, "gamma", gamma.shape, x.shape, batch_dims)
-    out = jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+    _check_operands(dy, x, variance, mean, gamma, batch_dims=batch_dims)
+    # Typed like x: row-sharded like it, varying over its manual axes.
+    out = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(dy, variance, mean, gamma))
     return out, out
 
 
-layer_norm_grad_p.def_abstract_eval(_abstract_eval)
-layer_norm_grad_p.def_impl(apply_impl(layer_norm_grad_p))
+for _p in (layer_norm_grad_p, layer_norm_grad_local_p):
+    _p.def_abstract_eval(_abstract_eval)
+    _p.def_impl(apply_impl(_p))
 
 
 # ------------------------------------------------------------------ lowerings
@@ -142,10 +166,26 @@ def _result_avals(dy, x, variance, mean, gamma, *, batch_dims):
     return (out, out)
 
 
-mlir.register_lowering(layer_norm_grad_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
+mlir.register_lowering(layer_norm_grad_local_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_grad_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
+    layer_norm_grad_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
 )
+
+
+# -------------------------------------------------------------- partitioning
+
+
+def _layout(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+    """Row-wise: [*G, *rows(, H)] in, [*G, *rows, H] out, gamma [*G, H]."""
+    return RowLayout(
+        group_dims=batch_dims,
+        row_dims=x.ndim - 1 - batch_dims,
+        operands=(ROWS_H, ROWS_H, ROWS_ROLE, ROWS_ROLE, PARAM_H),
+        results=(ROWS_H, ROWS_H),
+    )
+
+
+register_row_partitioning(layer_norm_grad_p, layer_norm_grad_local_p, _layout, reference=_grad_jnp)
 
 
 # ----------------------------------------------------------------------- JVP

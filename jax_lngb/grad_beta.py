@@ -9,8 +9,14 @@ Accumulation is float32 whatever the input dtype; results are narrowed once.
 Everything about the primitive lives in this file: abstract evaluation (all
 argument checks happen here, at trace time), the CPU lowering to the C++
 kernel through XLA FFI, the `jax.numpy` lowering every other platform uses,
-the JVP, and the batching rule. The Ascend NPU lowering is registered by
-`jax_lngb.ascend` for the NPU platform only.
+the JVP, the batching rule and the partitioning rule.
+
+The op is two primitives (see `_partitioning`): `layer_norm_grad_beta_p`,
+which users and `layer_norm`'s VJP bind, and `layer_norm_grad_beta_local_p`,
+the kernel on one device's rows. The public one lowers to the local one,
+wrapped so that on a device mesh each device reduces its own rows and the
+float32 partials are psum'd over the row-sharding axes. Kernel lowerings
+(the Ascend NPU one in `jax_lngb.ascend` included) belong on the local one.
 
 Parameters of the primitive:
     out_dtype:  dtype of pd_gamma and pd_beta.
@@ -20,6 +26,7 @@ Parameters of the primitive:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -29,9 +36,11 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _native
+from ._avals import derived_aval
+from ._partitioning import ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
 from ._validate import (
+    check_batch_dims,
     check_kernel_dtype,
-    check_rank,
     check_same_dtype,
     check_same_shape,
 )
@@ -40,6 +49,11 @@ FFI_TARGET = "jax_lngb_layer_norm_grad_beta"
 
 layer_norm_grad_beta_p = Primitive("layer_norm_grad_beta")
 layer_norm_grad_beta_p.multiple_results = True
+
+# The kernel on the rows one device holds (bound only by the lowering of
+# layer_norm_grad_beta_p; same parameters, same abstract evaluation).
+layer_norm_grad_beta_local_p = Primitive("layer_norm_grad_beta_local")
+layer_norm_grad_beta_local_p.multiple_results = True
 
 
 # ---------------------------------------------------------------- public API
@@ -64,10 +78,10 @@ def layer_norm_grad_beta(
     """
     res_for_gamma = jnp.asarray(res_for_gamma)
     dy = jnp.asarray(dy)
-    if out_dtype is None:
-        out = check_kernel_dtype("layer_norm_grad_beta", "res_for_gamma", res_for_gamma.dtype)
-    else:
-        out = check_kernel_dtype("layer_norm_grad_beta", "out_dtype", out_dtype)
+    # Checked here too, not only in abstract evaluation: under vmap the
+    # primitive sees batched shapes, and the error must speak of the user's.
+    _check_operands(res_for_gamma, dy, batch_dims=0)
+    out = res_for_gamma.dtype if out_dtype is None else check_kernel_dtype(_FN, "out_dtype", out_dtype)
     pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res_for_gamma, dy, out_dtype=out, batch_dims=0)
     return pd_gamma, pd_beta
 
@@ -83,30 +97,41 @@ def layer_norm_grad_beta_ref(res_for_gamma: Any, dy: Any) -> tuple[np.ndarray, n
 # --------------------------------------------------------- abstract evaluation
 
 
+_FN = "layer_norm_grad_beta"
+
+
+def _check_operands(res, dy, *, batch_dims) -> int:
+    batch_dims = check_batch_dims(_FN, batch_dims, "res_for_gamma", res.shape)
+    check_kernel_dtype(_FN, "res_for_gamma", res.dtype)
+    check_same_shape(_FN, "res_for_gamma", res.shape, "dy", dy.shape)
+    check_same_dtype(_FN, "res_for_gamma", res.dtype, "dy", dy.dtype)
+    return batch_dims
+
+
 def _abstract_eval(res, dy, *, out_dtype, batch_dims):
-    fn = "layer_norm_grad_beta"
-    check_rank(fn, "res_for_gamma", res.shape, batch_dims + 1)
-    check_kernel_dtype(fn, "res_for_gamma", res.dtype)
-    check_same_shape(fn, "res_for_gamma", res.shape, "dy", dy.shape)
-    check_same_dtype(fn, "res_for_gamma", res.dtype, "dy", dy.dtype)
-    check_kernel_dtype(fn, "out_dtype", out_dtype)
+    batch_dims = _check_operands(res, dy, batch_dims=batch_dims)
+    check_kernel_dtype(_FN, "out_dtype", out_dtype)
     out_shape = res.shape[:batch_dims] + res.shape[-1:]
-    aval = jax.core.ShapedArray(out_shape, out_dtype)
+    # Typed like the inputs: inside shard_map the sums vary over the manual
+    # axes the inputs vary over (see _avals); group axes keep their sharding.
+    aval = derived_aval(res, out_shape, out_dtype, (*range(batch_dims), None), inputs=(dy,))
     return aval, aval
 
 
 layer_norm_grad_beta_p.def_abstract_eval(_abstract_eval)
+layer_norm_grad_beta_local_p.def_abstract_eval(_abstract_eval)
 
 
 # Eager calls compile and run the primitive alone through the same lowering
 # (dispatch.apply_primitive also handles jax.disable_jit() without recursing).
-def _impl(*args, **params):
+def _impl(*args, _prim, **params):
     from jax._src import dispatch
 
-    return dispatch.apply_primitive(layer_norm_grad_beta_p, *args, **params)
+    return dispatch.apply_primitive(_prim, *args, **params)
 
 
-layer_norm_grad_beta_p.def_impl(_impl)
+layer_norm_grad_beta_p.def_impl(functools.partial(_impl, _prim=layer_norm_grad_beta_p))
+layer_norm_grad_beta_local_p.def_impl(functools.partial(_impl, _prim=layer_norm_grad_beta_local_p))
 
 
 # ------------------------------------------------------------------ lowerings
@@ -130,9 +155,34 @@ def _cpu_lowering(ctx, res, dy, *, out_dtype, batch_dims):
     return _ffi_rule(ctx, res, dy)
 
 
-mlir.register_lowering(layer_norm_grad_beta_p, mlir.lower_fun(_grad_beta_jnp, multiple_results=True))
-mlir.register_lowering(layer_norm_grad_beta_p, _cpu_lowering, platform="cpu")
-# The Ascend NPU lowering: see jax_lngb/ascend.py.
+mlir.register_lowering(layer_norm_grad_beta_local_p, mlir.lower_fun(_grad_beta_jnp, multiple_results=True))
+mlir.register_lowering(layer_norm_grad_beta_local_p, _cpu_lowering, platform="cpu")
+# The Ascend NPU lowering (jax_lngb/ascend.py) registers on the local
+# primitive too.
+
+
+# -------------------------------------------------------------- partitioning
+
+
+def _layout(res, dy, *, out_dtype, batch_dims):
+    """[*G, *rows, H] operands, [*G, H] sums over the rows."""
+    return RowLayout(
+        group_dims=batch_dims,
+        row_dims=res.ndim - 1 - batch_dims,
+        operands=(ROWS_H, ROWS_H),
+        results=(SUM_H, SUM_H),
+    )
+
+
+# Split rows: every device sums its rows in float32 (out_dtype=float32), the
+# partials are psum'd over the row-sharding axes and narrowed once.
+register_row_partitioning(
+    layer_norm_grad_beta_p,
+    layer_norm_grad_beta_local_p,
+    _layout,
+    reference=_grad_beta_jnp,
+    widen_params=float32_sums,
+)
 
 
 # ----------------------------------------------------------------------- JVP

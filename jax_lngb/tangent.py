@@ -32,6 +32,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from ._avals import derived_aval, psum_to_match
 from ._batching import PARAM, ROWS, move_to_groups
 from ._ffi_call import apply_impl
 from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
@@ -63,8 +64,10 @@ def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, b
         check_param(fn, name, p.shape, x.shape, batch_dims)
     for name, s in (("variance", variance), ("mean", mean)):
         check_row_stats(fn, name, s.shape, x.shape)
-    stats = jax.core.ShapedArray(x.shape[:-1], jnp.float32)
-    return jax.core.ShapedArray(x.shape, x.dtype), stats, stats
+    inputs = (t_x, t_gamma, t_beta, variance, mean, gamma)
+    t_y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
+    stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=inputs)
+    return t_y, stats, stats
 
 
 layer_norm_tangent_p.def_abstract_eval(_abstract_eval)
@@ -131,10 +134,13 @@ def _transpose(cts, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, 
     def fit(v, aval):
         if v.ndim > aval.ndim:
             v = jnp.sum(v, axis=tuple(range(v.ndim - aval.ndim)))
-        return v.astype(aval.dtype)
+        # Inside shard_map a parameter that is the same on every device
+        # (invariant) gets the sum of the per-device partial gradients: one
+        # psum over the manual axes the rows vary over (none elsewhere).
+        return psum_to_match(v.astype(aval.dtype), aval)
 
     return [
-        dx if ad.is_undefined_primal(t_x) else None,
+        psum_to_match(dx, _aval(t_x)) if ad.is_undefined_primal(t_x) else None,
         fit(pd_gamma, g_aval) if ad.is_undefined_primal(t_gamma) else None,
         fit(pd_beta, b_aval) if ad.is_undefined_primal(t_beta) else None,
         None,

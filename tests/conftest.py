@@ -1,11 +1,14 @@
-"""Shared test helpers: dtypes, random data, and error bounds derived from
-float32 accumulation."""
+"""Shared test helpers: dtypes, random data, error bounds derived from
+float32 accumulation (assert_sums_close for finite data; assert_float32_sums
+with grad_beta_terms when NaN, Inf, overflow or FTZ/DAZ are in play), and
+the hypothesis profiles."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -61,14 +64,150 @@ def assert_sums_close(got, ref, abs_terms_sum, n_terms: int, out_dtype, what: st
 
 
 def run_python(code: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter with the test's environment."""
+    """Runs `code` in a fresh interpreter with the test's environment.
+
+    The child starts in a neutral folder: `python -c` puts its working
+    folder first on sys.path, and from the repository root that would import
+    the sources (which lack the compiled extension) instead of the package
+    under test.
+    """
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", code],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tempfile.gettempdir(),
     )
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+# ------------------------------------------------ non-finite-aware sums
+
+F32_SMALLEST_NORMAL = 2.0**-126
+
+
+def flush_subnormals(a) -> np.ndarray:
+    """float64 copy of `a` widened to float32 with float32 subnormals read as
+    (signed) zero: what an input looks like to arithmetic under DAZ."""
+    a32 = np.asarray(a).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        tiny = np.abs(a32) < F32_SMALLEST_NORMAL
+    return np.where(tiny, np.copysign(0.0, a32), a32).astype(np.float64)
+
+
+def grad_beta_terms(res, dy, groups: int = 0, flush_to_zero: bool = False):
+    """float64 [*G, rows, H] terms of pd_gamma (res * dy, exact) and pd_beta
+    (dy), the first `groups` axes kept as independent problems."""
+    shape = np.shape(res)
+    h, lead = shape[-1], shape[:groups]
+    rows = int(np.prod(shape[groups:-1], dtype=np.int64))
+    widen = flush_subnormals if flush_to_zero else (lambda a: np.asarray(a, np.float64))
+    r = widen(res).reshape(*lead, rows, h)
+    d = widen(dy).reshape(*lead, rows, h)
+    with np.errstate(invalid="ignore"):
+        return r * d, d
+
+
+# Magnitudes from which round-to-nearest gives infinity: the largest finite
+# value plus half an ulp.
+OVERFLOW_THRESHOLD = {
+    np.dtype(jnp.float32): 2.0**128 - 2.0**103,
+    np.dtype(jnp.float16): 65520.0,
+    np.dtype(jnp.bfloat16): 2.0**128 - 2.0**119,
+}
+
+
+def assert_float32_sums(got, terms, out_dtype, what: str = "", flush_to_zero: bool = False) -> None:
+    """Checks float32 sums of `terms` (float64 [..., n, H], exact: products of
+    float32-representable values are exact in float64), narrowed once to
+    `out_dtype`, against the float64 sums, NaN and Inf included.
+
+    float64 cannot overflow here, but float32 products and partial sums can:
+    a column whose sum of magnitudes may reach float32's overflow threshold
+    may come out infinite (or NaN, when partials of both signs overflow)
+    where the float64 sum is finite. Everywhere else the result must be
+    exactly what IEEE arithmetic prescribes:
+      * NaN wherever the float64 sum is NaN (a NaN term, inf * 0, inf - inf);
+      * the float64 infinity wherever that is infinite;
+      * finite and within the accumulation bound (Higham's gamma_{n+1} times
+        the sum of magnitudes, plus product underflow, plus the final
+        rounding) where it is finite; infinite only if narrowing to
+        out_dtype may overflow, and then infinite if it must.
+
+    flush_to_zero: the arithmetic ran with FTZ/DAZ (as XLA's CPU runtime
+    sets it): `terms` must then come from inputs already flushed
+    (flush_subnormals), and every product and partial sum may additionally
+    lose up to the smallest normal float32, 2^-126.
+    """
+    t = np.asarray(terms, np.float64)
+    n = t.shape[-2]
+    g = np.asarray(got, np.float64)
+    out = np.dtype(out_dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = t.sum(-2)
+        mag = np.where(np.isfinite(t), np.abs(t), 0.0).sum(-2)
+    nan_term = np.isnan(t).any(-2)
+    pos_inf, neg_inf = (t == np.inf).any(-2), (t == -np.inf).any(-2)
+    k = (n + 1) * U32
+    acc = k / (1 - k) * mag + n * (2.0**-125 if flush_to_zero else 2.0**-149)
+    may_overflow = mag * (1 + 2 * k) + acc >= OVERFLOW_THRESHOLD[np.dtype(jnp.float32)] * (1 - 2.0**-20)
+    must_nan = nan_term | (pos_inf & neg_inf)
+    inf_col = (pos_inf ^ neg_inf) & ~nan_term
+    bound = acc + UNIT_ROUNDOFF[out] * (np.abs(ref) + acc) + HALF_MIN_SUBNORMAL[out]
+    thr = OVERFLOW_THRESHOLD[out]
+    with np.errstate(invalid="ignore"):
+        err = np.abs(g - ref)
+    close = np.isfinite(g) & (err <= bound)
+    # Narrowing may overflow: the sign is the float32 sum's, which is ref's
+    # unless the accumulation error could have flipped it.
+    sign_ok = (np.sign(g) == np.sign(ref)) | (np.abs(ref) <= acc)
+    narrow_inf_ok = np.isinf(g) & sign_ok & (np.abs(ref) + acc >= thr)
+    must_be_inf = np.abs(ref) - acc > thr
+    ok = np.where(
+        must_nan,
+        np.isnan(g),
+        np.where(
+            inf_col,
+            (g == ref) | (may_overflow & np.isnan(g)),
+            np.where(
+                may_overflow,
+                ~np.isfinite(g) | close,
+                np.where(must_be_inf, narrow_inf_ok, close | narrow_inf_ok),
+            ),
+        ),
+    )
+    assert ok.shape == g.shape
+    if not ok.all():
+        idx = tuple(np.argwhere(~ok)[0])
+        raise AssertionError(
+            f"{what}: {int((~ok).sum())} of {ok.size} values wrong; first at {idx}: got {g[idx]!r}, "
+            f"float64 {ref[idx]!r}, bound {bound[idx]:.3g}, sum|terms| {mag[idx]:.3g}, n {n}, "
+            f"nan term {nan_term[idx]}, +inf {pos_inf[idx]}, -inf {neg_inf[idx]}, "
+            f"may overflow {may_overflow[idx]}, out {out.name}"
+        )
+
+
+# ------------------------------------------------------ hypothesis profiles
+
+# `dev` by default; `ci` (derandomized: the same examples every run) when CI
+# is set; JAX_LNGB_HYPOTHESIS_PROFILE=thorough for a long hunt.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is in the test extra; its tests skip without it
+    pass
+else:
+    _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("dev", max_examples=40, **_common)
+    settings.register_profile("ci", max_examples=40, derandomize=True, database=None, print_blob=True, **_common)
+    settings.register_profile("thorough", max_examples=1500, **_common)
+    settings.load_profile(
+        os.environ.get("JAX_LNGB_HYPOTHESIS_PROFILE")
+        or ("ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "dev")
+    )

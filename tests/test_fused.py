@@ -168,7 +168,8 @@ def test_zero_rows_give_zero_parameter_gradients():
         for dtype in DTYPES:
             z = jnp.zeros(shape, dtype)
             for batch_dims in (0, 1) if len(shape) == 3 else (0,):
-                dx, g, b = fused(z, z, jnp.zeros(shape[:-1]), jnp.zeros(shape[:-1]), jnp.ones(5), batch_dims=batch_dims)
+                gamma = jnp.ones(shape[:batch_dims] + (5,))
+                dx, g, b = fused(z, z, jnp.zeros(shape[:-1]), jnp.zeros(shape[:-1]), gamma, batch_dims=batch_dims)
                 assert dx.shape == shape and g.shape == shape[:batch_dims] + (5,)
                 np.testing.assert_array_equal(np.asarray(g), 0.0)
                 np.testing.assert_array_equal(np.asarray(b), 0.0)
@@ -211,6 +212,8 @@ def test_jax_numpy_lowering_matches_kernel(dtype, rng):
     dy, x, var, mean, gamma = grad_inputs(rng, (3, 200, 40), dtype)
     args = [jnp.asarray(a) for a in (dy, x, var, mean, gamma)]
     for batch_dims in (0, 1):
+        if batch_dims:
+            args[-1] = jnp.broadcast_to(args[-1], (3, args[-1].shape[-1]))
         fb = _backward_jnp(*args, epsilon=EPS, batch_dims=batch_dims, out_dtype=F32)
         kern = fused(*args, batch_dims=batch_dims)
         tol = {jnp.float32: 1e-5, jnp.float16: 2e-3, jnp.bfloat16: 1.6e-2}[dtype]
@@ -230,5 +233,5 @@ def test_bad_inputs_fail_at_trace_time():
         f.trace(x, x, jax.ShapeDtypeStruct((5,), jnp.float32), s, g)
     with pytest.raises(TypeError, match=r"out_dtype must have dtype.*got int32"):
         jax.jit(lambda *a: fused(*a, out_dtype=jnp.int32)).trace(x, x, s, s, g)
-    with pytest.raises(ValueError, match=r"gamma must have shape \(8,\) or \(4, 8\)"):
+    with pytest.raises(ValueError, match=r"gamma must have shape \(4, 8\) \(\[H\], H = x.shape\[-1\], one per vmapped group\); got \(3, 8\)"):
         jax.jit(lambda *a: fused(*a, batch_dims=1)).trace(x, x, s, s, jax.ShapeDtypeStruct((3, 8), jnp.float32))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.export  # noqa: F401 - on jax 0.7 `import jax` alone does not load it
 import jax.numpy as jnp
 import numpy as np
 import pytest

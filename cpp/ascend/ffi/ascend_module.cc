@@ -1,0 +1,18 @@
+// The `jax_lngb._ascend` extension (CANN builds only): the NPU FFI handler
+// capsule, registered by jax_lngb/ascend.py for the Ascend platform.
+#include <nanobind/nanobind.h>
+
+#include "xla/ffi/api/c_api.h"
+
+extern "C" XLA_FFI_Error* JaxLngbGradBetaAscend(XLA_FFI_CallFrame* call_frame);
+
+namespace nb = nanobind;
+
+NB_MODULE(_ascend, m) {
+  m.doc() = "jax_lngb Ascend NPU kernels (XLA FFI handler, CANN launcher)";
+  m.def("registrations", [] {
+    nb::dict d;
+    d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
+    return d;
+  });
+}

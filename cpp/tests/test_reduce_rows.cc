@@ -1,0 +1,129 @@
+// reduce_rows, the one gamma/beta reduction, for every supported dtype pair
+// and every ISA variant this CPU can run: bit-exact against the scalar
+// row-order float32 recurrence over strided windows of tightly sized
+// buffers, and every 16-bit pattern widened by the vector loads exactly as
+// dtypes.h widens it.
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "kernels/cpu_features.h"
+#include "kernels/reduce_rows.h"
+#include "kernels/reduce_rows_table.h"
+#include "support.h"
+
+namespace jax_lngb::test {
+namespace {
+
+struct IsaTable {
+  const char* name;
+  ReduceRowsTable table;
+};
+
+// The variants compiled into this build that this CPU can execute.
+std::vector<IsaTable> runnable_tables() {
+  std::vector<IsaTable> out{{"generic", generic::reduce_rows_table()}};
+#if defined(JAX_LNGB_HAVE_AVX2)
+  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::reduce_rows_table()});
+#endif
+#if defined(JAX_LNGB_HAVE_AVX512)
+  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::reduce_rows_table()});
+#endif
+  return out;
+}
+
+// Elements a [rows, cols] window with leading dimension ld really spans:
+// the buffer ends right after the last element read.
+int64_t window_elems(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
+
+template <typename TRes, typename TDy>
+void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
+  const ReduceRowsFn fn = isa.table.fn[int(dtype_of<TRes>())][int(dtype_of<TDy>())];
+  CHECK_MSG(fn != nullptr, isa.name << " lacks " << type_name<TRes>() << "/" << type_name<TDy>());
+  if (fn == nullptr) return;
+  const int64_t rows_list[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 17, 33};
+  const int64_t cols_list[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 127, 129, 1000};
+  for (int64_t rows : rows_list)
+    for (int64_t cols : cols_list)
+      for (int64_t pad_r : {0, 3})
+        for (int64_t pad_d : {0, 1}) {
+          const int64_t ld_r = cols + pad_r, ld_d = cols + pad_d;
+          const std::vector<TRes> res = random_values<TRes>(gen, window_elems(rows, cols, ld_r));
+          const std::vector<TDy> dy = random_values<TDy>(gen, window_elems(rows, cols, ld_d), 2.0f);
+          // Accumulators start non-zero: the kernel adds into them.
+          std::vector<float> acc_g = random_values<float>(gen, cols), acc_b = random_values<float>(gen, cols);
+          std::vector<float> want_g = acc_g, want_b = acc_b;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+              const float d = to_float(dy[size_t(r * ld_d + c)]);
+              want_g[size_t(c)] = want_g[size_t(c)] + to_float(res[size_t(r * ld_r + c)]) * d;
+              want_b[size_t(c)] = want_b[size_t(c)] + d;
+            }
+          fn(res.data(), dy.data(), rows, cols, ld_r, ld_d, acc_g.data(), acc_b.data());
+          for (int64_t c = 0; c < cols; ++c)
+            CHECK_MSG(bits(acc_g[size_t(c)]) == bits(want_g[size_t(c)]) && bits(acc_b[size_t(c)]) == bits(want_b[size_t(c)]),
+                      isa.name << " " << type_name<TRes>() << "/" << type_name<TDy>() << " rows " << rows << " cols "
+                               << cols << " ld " << ld_r << "/" << ld_d << " col " << c);
+        }
+}
+
+JAX_LNGB_TEST(reduce_rows_every_pair_every_isa_bit_exact) {
+  std::mt19937_64 gen(42);
+  for (const IsaTable& isa : runnable_tables()) {
+    check_pair<float, float>(isa, gen);
+    check_pair<f16_t, f16_t>(isa, gen);
+    check_pair<bf16_t, bf16_t>(isa, gen);
+    check_pair<float, f16_t>(isa, gen);
+    check_pair<float, bf16_t>(isa, gen);
+  }
+}
+
+JAX_LNGB_TEST(reduce_rows_unsupported_pairs_are_null) {
+  for (const IsaTable& isa : runnable_tables()) {
+    CHECK(isa.table.fn[int(DType::kF16)][int(DType::kF32)] == nullptr);
+    CHECK(isa.table.fn[int(DType::kBF16)][int(DType::kF32)] == nullptr);
+    CHECK(isa.table.fn[int(DType::kF16)][int(DType::kBF16)] == nullptr);
+    CHECK(isa.table.fn[int(DType::kBF16)][int(DType::kF16)] == nullptr);
+  }
+  CHECK(reduce_rows_fn(DType::kF16, DType::kBF16) == nullptr);
+  CHECK(reduce_rows_fn(DType::kF32, DType::kF32) != nullptr);
+}
+
+// The vector loads (F16C, AVX-512 conversions, the bf16 shift) against
+// to_float for all 65536 patterns: with res = 1 and accumulators at -0,
+// acc = -0 + 1 * x = x exactly for every x (NaN comes out as some NaN).
+template <typename T>
+void check_widening_loads(const IsaTable& isa) {
+  const int64_t n = 65536;
+  std::vector<T> dy(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) dy[size_t(i)] = T{uint16_t(i)};
+  const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  std::vector<float> g(static_cast<size_t>(n), -0.0f), b(static_cast<size_t>(n), -0.0f);
+  isa.table.fn[int(DType::kF32)][int(dtype_of<T>())](ones.data(), dy.data(), 1, n, n, n, g.data(), b.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = to_float(dy[size_t(i)]);
+    CHECK_MSG(same_result(b[size_t(i)], want) && same_result(g[size_t(i)], want),
+              isa.name << " " << type_name<T>() << " pattern 0x" << std::hex << i << " loaded as " << b[size_t(i)]);
+  }
+}
+
+JAX_LNGB_TEST(vector_loads_widen_every_16bit_pattern) {
+  for (const IsaTable& isa : runnable_tables()) {
+    check_widening_loads<f16_t>(isa);
+    check_widening_loads<bf16_t>(isa);
+  }
+}
+
+JAX_LNGB_TEST(dispatch_reports_a_runnable_variant) {
+  CHECK(int(active_isa()) <= int(supported_isa()));
+  const std::string name = isa_name(active_isa());
+  CHECK(name == "generic" || name == "avx2" || name == "avx512");
+  std::printf("  active ISA: %s (supported: %s; CPU: %s)\n", isa_name(active_isa()), isa_name(supported_isa()),
+              cpu_feature_summary().c_str());
+}
+
+}  // namespace
+}  // namespace jax_lngb::test

@@ -1,0 +1,231 @@
+"""The Ascend NPU lowering of LayerNormGradBeta.
+
+It is registered on ``layer_norm_grad_beta_local_p``, the per-device kernel
+primitive that ``layer_norm_grad_beta_p`` lowers to (see
+``jax_lngb._partitioning``), so sharded inputs keep the row partitioning.
+On an Ascend platform the kernel primitive lowers to one XLA FFI custom call,
+``jax_lngb_ascend_layer_norm_grad_beta``, that launches the AscendC kernels
+of ``cpp/ascend/grad_beta_kernel.asc``:
+
+* H is zero-padded to whole 32-byte blocks (8 float32 / 16 float16 columns)
+  and the results are sliced back (the padding sums to zero);
+* the kernel plan (``jax_lngb.tiling.plan_layer_norm_grad_beta_kernel``,
+  including CANN's LayerNormGradBeta tilings) is computed at trace time and
+  passed both as a uint32 constant operand, which the kernels read from
+  device memory, and as custom-call attributes the launcher reads;
+* a third result is the float32 workspace of per-group partials; the
+  lowering drops it.
+
+Cases the kernel does not cover keep the portable jax.numpy lowering:
+bfloat16, vmapped problems (``batch_dims > 0``), symbolic or empty shapes,
+and rows so wide that one row does not fit the unified buffer.
+
+**Which platform.** JAX has no built-in Ascend backend; a PJRT plugin
+registers one under its own name. The lowering is registered for the names
+in ``$JAX_LNGB_ASCEND_PLATFORM`` (comma separated; default ``ascend``) as
+soon as JAX knows the platform: at import if the plugin came first, else
+from a hook on ``jax._src.xla_bridge.register_backend_factory`` (every
+plugin registration goes through it). ``register()`` can also be called by
+hand. The FFI handler itself is compiled only when the CANN toolkit was
+found at build time (``jax_lngb._ascend``); without it the lowering and
+``jax.export`` still work, but running needs a CANN build.
+
+Tuning knobs (read at trace time; results do not depend on them, except the
+unified-buffer size, which fixes the tiles and so the float32 association):
+``$JAX_LNGB_ASCEND_NUM_CORES`` (vector cores to launch, default 40) and
+``$JAX_LNGB_ASCEND_UB_BYTES`` (unified buffer per core, default 196608).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import xla_bridge
+from jax.interpreters import mlir
+
+from . import tiling
+from .grad_beta import _grad_beta_jnp, layer_norm_grad_beta_local_p
+
+__all__ = [
+    "DEFAULT_NUM_CORES",
+    "DEFAULT_PLATFORMS",
+    "DEFAULT_UB_BYTES",
+    "FFI_TARGET",
+    "NUM_CORES_ENV",
+    "PLATFORM_ENV",
+    "UB_BYTES_ENV",
+    "handler_available",
+    "platform_names",
+    "plan_for",
+    "register",
+    "registered_platforms",
+]
+
+FFI_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
+PLATFORM_ENV = "JAX_LNGB_ASCEND_PLATFORM"
+NUM_CORES_ENV = "JAX_LNGB_ASCEND_NUM_CORES"
+UB_BYTES_ENV = "JAX_LNGB_ASCEND_UB_BYTES"
+DEFAULT_PLATFORMS = ("ascend",)
+DEFAULT_NUM_CORES = 40  # Atlas A2: 20 AI cores x 2 vector cores; more blocks than cores still run
+DEFAULT_UB_BYTES = 196608  # unified buffer of an Atlas A2/A3 vector core
+
+_KERNEL_DTYPES = {np.dtype(np.float32): 4, np.dtype(np.float16): 2}
+_U32_MAX = 2**32 - 1
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+try:  # the FFI handler, present only in builds made with the CANN toolkit
+    from . import _ascend  # type: ignore[attr-defined]
+except ImportError:
+    _ascend = None
+
+
+def handler_available() -> bool:
+    """Whether this build contains the Ascend FFI handler (built with CANN)."""
+    return _ascend is not None
+
+
+def platform_names() -> tuple[str, ...]:
+    """The JAX platform names treated as Ascend NPUs (``$JAX_LNGB_ASCEND_PLATFORM``)."""
+    raw = os.environ.get(PLATFORM_ENV, "")
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    return names or DEFAULT_PLATFORMS
+
+
+def registered_platforms() -> tuple[str, ...]:
+    """The platforms the Ascend lowering is registered for so far."""
+    with _lock:
+        return tuple(sorted(_registered))
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ValueError(f"${name} must be an integer; got {raw!r}") from None
+    if v < 1:
+        raise ValueError(f"${name} must be >= 1; got {v}")
+    return v
+
+
+def plan_for(
+    shape: tuple[int, ...], in_dtype: Any, out_dtype: Any
+) -> tuple[int, tiling.GradBetaKernelPlan] | None:
+    """(storage H, kernel plan) the lowering uses for inputs of ``shape``, or
+    None when the jax.numpy fallback applies (see the module docstring)."""
+    in_dt, out_dt = np.dtype(in_dtype), np.dtype(out_dtype)
+    if in_dt not in _KERNEL_DTYPES or out_dt not in _KERNEL_DTYPES:
+        return None
+    if not shape or not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None  # symbolic dimensions: the tiling needs sizes at trace time
+    h = int(shape[-1])
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if rows < 1 or h < 1:
+        return None
+    per = max(32 // in_dt.itemsize, 32 // out_dt.itemsize)
+    hp = -(-h // per) * per
+    if rows > _U32_MAX or hp > _U32_MAX:
+        return None  # beyond the kernel's uint32 tiling fields
+    ub_bytes = _env_int(UB_BYTES_ENV, DEFAULT_UB_BYTES)
+    num_cores = _env_int(NUM_CORES_ENV, DEFAULT_NUM_CORES)
+    try:
+        plan = tiling.plan_layer_norm_grad_beta_kernel(
+            rows,
+            hp,
+            original_h=h,
+            in_type_size=_KERNEL_DTYPES[in_dt],
+            out_type_size=_KERNEL_DTYPES[out_dt],
+            ub_bytes=ub_bytes,
+            num_cores=num_cores,
+            # The kernel's UB tiles are copies it owns: LayerNormGradBeta may
+            # overwrite them, which leaves more UB for rows.
+            is_reuse_source=in_dt == np.float32,
+        )
+    except ValueError as e:
+        if "cannot hold one row" in str(e):
+            return None  # LayerNormGradBeta never splits H
+        raise
+    return hp, plan
+
+
+def _ascend_rule(res, dy, *, out_dtype, batch_dims):
+    """The lowering, written with jax.numpy and traced by mlir.lower_fun."""
+    planned = None if batch_dims else plan_for(res.shape, res.dtype, out_dtype)
+    if planned is None:
+        return _grad_beta_jnp(res, dy, out_dtype=out_dtype, batch_dims=batch_dims)
+    hp, plan = planned
+    h = res.shape[-1]
+    if hp != h:
+        pad = [(0, 0)] * (res.ndim - 1) + [(0, hp - h)]
+        res, dy = jnp.pad(res, pad), jnp.pad(dy, pad)
+    out = jax.ShapeDtypeStruct((hp,), out_dtype)
+    workspace = jax.ShapeDtypeStruct((plan.workspace_bytes // 4,), jnp.float32)
+    pd_gamma, pd_beta, _ = jax.ffi.ffi_call(FFI_TARGET, (out, out, workspace))(
+        res,
+        dy,
+        jnp.asarray(plan.to_array()),  # the kernels' tiling, a device-resident constant
+        block_dim=np.uint32(plan.block_dim),
+        combine_block_dim=np.uint32(plan.combine_block_dim),
+        combine_cols_per_core=np.uint32(plan.combine_cols_per_core),
+        rows=np.uint32(plan.rows),
+        h_length=np.uint32(plan.h_length),
+        original_h_length=np.uint32(h),
+        tile_rows=np.uint32(plan.tile_rows),
+        num_groups=np.uint32(plan.num_groups),
+        stack_buffer_bytes=np.uint32(plan.stack_buffer_bytes),
+        one_cal_size=np.uint32(plan.api_tile.one_cal_size),
+    )
+    return [pd_gamma[:h], pd_beta[:h]]
+
+
+_lowering = mlir.lower_fun(_ascend_rule, multiple_results=True)
+
+
+def register(platform: str | None = None) -> tuple[str, ...]:
+    """Registers the Ascend lowering (and the FFI handler, when built) for
+    ``platform``, or for every name of :func:`platform_names` that JAX
+    knows. Returns the platforms registered by this call; idempotent."""
+    names = (platform,) if platform is not None else platform_names()
+    done = []
+    with _lock:
+        for name in names:
+            if name in _registered or not xla_bridge.is_known_platform(name):
+                continue
+            mlir.register_lowering(layer_norm_grad_beta_local_p, _lowering, platform=name)
+            if _ascend is not None:
+                for target, capsule in _ascend.registrations().items():
+                    jax.ffi.register_ffi_target(target, capsule, platform=name)
+            _registered.add(name)
+            done.append(name)
+    return tuple(done)
+
+
+def _install_backend_hook() -> None:
+    """Registers the lowering when a plugin later registers an Ascend platform."""
+    original = xla_bridge.register_backend_factory
+    if getattr(original, "_jax_lngb_ascend_hook", False):
+        return
+
+    @functools.wraps(original)
+    def register_backend_factory(name, factory, *args, **kwargs):
+        result = original(name, factory, *args, **kwargs)
+        if name in platform_names():
+            register(name)
+        return result
+
+    register_backend_factory._jax_lngb_ascend_hook = True  # type: ignore[attr-defined]
+    xla_bridge.register_backend_factory = register_backend_factory
+
+
+_install_backend_hook()
+register()

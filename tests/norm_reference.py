@@ -1,0 +1,151 @@
+"""What the drop-in module tests (test_flax, test_nnx, test_equinox) share:
+test data, a float64 LayerNorm with its VJP as the oracle, error bounds, and
+a jitted training loop (optax when installed, plain SGD otherwise)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from conftest import U32, unit_roundoff
+
+try:
+    import optax
+except ImportError:  # the training loop falls back to plain SGD
+    optax = None
+
+F32, F16, BF16 = jnp.float32, jnp.float16, jnp.bfloat16
+CUSTOM_CALL = "jax_lngb_layer_norm_backward"  # the fused backward: the VJP's one kernel
+
+
+def data(shape, dtype, seed=0, std=0.02):
+    """Normals rounded to `dtype`. The small default standard deviation
+    makes epsilon matter (variance 4e-4 against 1e-6 or 1e-5), so a wrong
+    default would show."""
+    rng = np.random.default_rng(seed)
+    return jnp.asarray((rng.standard_normal(shape) * std).astype(np.float32)).astype(dtype)
+
+
+def random_like(tree, seed=1):
+    """Non-trivial scale/bias values (around 1, spread 0.5) for every array
+    leaf of `tree`, each in the leaf's own dtype."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    rng = np.random.default_rng(seed)
+    new = [jnp.asarray(1 + 0.5 * rng.standard_normal(p.shape)).astype(p.dtype) for p in leaves]
+    return jax.tree_util.tree_unflatten(treedef, new)
+
+
+def assert_close(got, want, *, result_dtype, scale, input_dtype=F32, rounded_to=None, what=""):
+    """|got - want| <= one rounding of the result (2u|want|) plus float32
+    noise and one rounding of a 16-bit input per term, both relative to
+    `scale` (the sum of the terms' magnitudes, or the array's magnitude).
+    Checks that got has `result_dtype`; `rounded_to` names a narrower dtype
+    the value passed through on its way (default: result_dtype)."""
+    assert np.dtype(got.dtype) == np.dtype(result_dtype), f"{what}: dtype {got.dtype}, expected {result_dtype}"
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    u_in = unit_roundoff(input_dtype) if np.dtype(input_dtype) != np.dtype(F32) else 0.0
+    u_out = max(unit_roundoff(result_dtype), unit_roundoff(rounded_to or result_dtype))
+    tol = 2 * u_out * np.abs(want) + (64 * U32 + u_in) * np.asarray(scale)
+    err = np.abs(got - want)
+    worst = np.argmax(err - tol)
+    assert np.all(err <= tol), (
+        f"{what}: error {err.flat[worst]} > tolerance {tol.flat[worst]} "
+        f"(got {got.flat[worst]}, want {want.flat[worst]})"
+    )
+
+
+def layer_norm_reference(x, scale, bias, ct, epsilon, sum_axes=None):
+    """float64 LayerNorm over the last axis of `x` and its VJP for the
+    cotangent `ct`, with the sizes of the terms the error bounds need.
+
+    The parameter gradients are summed over `sum_axes` (default: every
+    leading axis; `()` gives per-row gradients).
+    """
+    x, ct = np.asarray(x, np.float64), np.asarray(ct, np.float64)
+    scale = np.ones(x.shape[-1]) if scale is None else np.asarray(scale, np.float64)
+    bias = np.zeros(x.shape[-1]) if bias is None else np.asarray(bias, np.float64)
+    rows = tuple(range(x.ndim - 1)) if sum_axes is None else sum_axes
+    rstd = 1 / np.sqrt(x.var(-1, keepdims=True) + epsilon)
+    xhat = (x - x.mean(-1, keepdims=True)) * rstd
+    g = ct * scale
+    return dict(
+        y=xhat * scale + bias,
+        d_scale=(ct * xhat).sum(rows),
+        d_bias=ct.sum(rows),
+        d_x=rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True)),
+        d_scale_terms=np.abs(ct * xhat).sum(rows),
+        d_bias_terms=np.abs(ct).sum(rows),
+        # dx is a difference of terms of size rstd * |g|
+        d_x_terms=np.abs(rstd * g).max(-1, keepdims=True) * np.ones_like(x),
+    )
+
+
+def check_against_reference(y, g_scale, g_bias, g_x, ref, *, out_dtype, param_dtype, x_dtype, compute_dtype=None,
+                            double_rounded_dx=False):
+    """Each result within the bounds of `assert_close` of the reference.
+
+    The parameter gradients are sums of dy * xhat with dy in the output
+    dtype (jax_lngb hands the kernel xhat in dy's dtype, one rounding per
+    term when it is 16-bit). `double_rounded_dx`: Flax's own autodiff narrows
+    the two paths into a 16-bit x separately and then adds them, one more
+    rounding of the terms of dx. `compute_dtype`: the dtype nnx promotes x
+    and the parameters to first (their gradients pass through it).
+    """
+    assert_close(y, ref["y"], result_dtype=out_dtype, scale=np.abs(ref["y"]).max(), what="output")
+    if g_scale is not None:
+        assert_close(g_scale, ref["d_scale"], result_dtype=param_dtype, input_dtype=out_dtype,
+                     rounded_to=compute_dtype, scale=ref["d_scale_terms"], what="d scale")
+    if g_bias is not None:
+        assert_close(g_bias, ref["d_bias"], result_dtype=param_dtype, input_dtype=out_dtype,
+                     rounded_to=compute_dtype, scale=ref["d_bias_terms"], what="d bias")
+    u_x = max(unit_roundoff(x_dtype), unit_roundoff(compute_dtype or x_dtype))
+    extra = 4 * u_x / (64 * U32) if double_rounded_dx else 0.0
+    assert_close(g_x, ref["d_x"], result_dtype=x_dtype, rounded_to=compute_dtype, scale=ref["d_x_terms"] * (1 + extra),
+                 what="d x")
+
+
+def train(loss_fn, params, batches, lr=0.05):
+    """Runs one jitted step per batch: SGD with momentum from optax, or plain
+    SGD when optax is missing. Returns (params, losses, the step's StableHLO)."""
+    if optax is not None:
+        tx = optax.sgd(lr, momentum=0.9)
+        opt_state = tx.init(params)
+
+        def apply(grads, opt_state, params):
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state
+    else:
+        opt_state = ()
+
+        def apply(grads, opt_state, params):
+            return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), opt_state
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        params, opt_state = apply(grads, opt_state, params)
+        return params, opt_state, loss
+
+    text = step.lower(params, opt_state, *batches[0]).as_text()
+    losses = []
+    for x, y in batches:
+        params, opt_state, loss = step(params, opt_state, x, y)
+        losses.append(float(loss))
+    return params, np.array(losses), text
+
+
+def assert_same_training(p_ours, p_theirs, p_init, loss_ours, loss_theirs, dtype):
+    """Trajectories that differ per step by rounding only: losses within a
+    few roundings, parameters within a few roundings of how far training
+    moved them (plus the rounding of the parameter itself)."""
+    u = unit_roundoff(dtype)
+    assert loss_ours[-1] < loss_ours[0]
+    np.testing.assert_allclose(loss_ours, loss_theirs, rtol=4 * u)
+    leaves = [jax.tree_util.tree_leaves(t) for t in (p_ours, p_theirs, p_init)]
+    assert len(leaves[0]) == len(leaves[1]) == len(leaves[2])
+    for a, b, b0 in zip(*leaves):
+        moved = float(np.abs(np.asarray(b, np.float64) - np.asarray(b0, np.float64)).max())
+        assert moved > 0
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=4 * unit_roundoff(F32), atol=16 * u * moved)
