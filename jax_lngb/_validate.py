@@ -129,3 +129,24 @@ def check_epsilon(fn: str, epsilon: Any) -> float:
             f"(<= {_F32_MAX:.8g}); got {eps}"
         )
     return eps
+
+
+def check_row_stats(fn: str, name: str, shape: Sequence[int], x_shape: Sequence[int]) -> None:
+    """Per-row statistics (mean, variance) have x's shape without the last axis."""
+    check_shape(fn, name, shape, tuple(x_shape[:-1]), "x.shape[:-1], one value per row")
+
+
+def check_param(fn: str, name: str, shape: Sequence[int], x_shape: Sequence[int], batch_dims: int = 0) -> None:
+    """A LayerNorm parameter is [H]; with vmap's group axes, one [H] per
+    group: [*G, H] with G = x.shape[:batch_dims]."""
+    h = x_shape[-1]
+    need = tuple(x_shape[:batch_dims]) + (h,)
+    if tuple(shape) != need:
+        why = "[H], H = x.shape[-1]" + (", one per vmapped group" if batch_dims else "")
+        raise ValueError(f"{fn}: {name} must have shape {_shape_str(need)} ({why}); got {_shape_str(shape)}")
+
+
+def check_choice(fn: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{fn}: {name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value

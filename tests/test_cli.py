@@ -77,7 +77,9 @@ def test_info_text_names_the_kernel_variant_and_lowerings(tmp_path):
     assert lines[0] == f"jax_lngb {jax_lngb.__version__}"
     assert f"CPU kernel variant: {_native._cpu.supported_isa()}" in lines
     assert f"CPU features the dispatcher saw: {_native.cpu_features()}" in lines
-    assert f"  cpu: C++ kernels through XLA FFI ({FFI_TARGET})" in lines
+    targets = _native.register_cpu_targets()
+    assert FFI_TARGET in targets
+    assert f"  cpu: C++ kernels through XLA FFI ({', '.join(targets)})" in lines
     assert any(line.startswith("  ascend: ") for line in lines)
     assert "  every other platform: the jax.numpy lowering of the same math" in lines
 

@@ -162,7 +162,8 @@ def test_vmapped_backward_is_one_kernel_call_with_per_example_results():
         assert text.count(f"@{CUSTOM_CALL}(") == 1, fn.__name__
         assert "stablehlo.while" not in text
         call = next(line for line in text.splitlines() if f"@{CUSTOM_CALL}(" in line)
-        assert re.search(r"-> \(tensor<6x32xf32>, tensor<6x32xf32>\)", call), call
+        # dx, then one [32] pd_gamma and pd_beta per example.
+        assert re.search(r"-> \(tensor<6x32xf32>, tensor<6x32xf32>, tensor<6x32xf32>\)", call), call
 
 
 @pytest.mark.parametrize("use_weight,use_bias", [(False, True), (True, False), (False, False)])

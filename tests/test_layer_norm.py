@@ -4,6 +4,7 @@ plain jax.numpy LayerNorm, and the ways users differentiate it."""
 from __future__ import annotations
 
 import jax
+from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,7 +12,10 @@ from conftest import DTYPE_IDS, DTYPES, random_array
 from jax.test_util import check_grads
 
 from jax_lngb import layer_norm, layer_norm_jnp, layer_norm_ref
-from jax_lngb.grad_beta import FFI_TARGET
+from jax_lngb.backward import FFI_TARGET as FUSED_TARGET
+from jax_lngb.forward import FFI_TARGET as FORWARD_TARGET
+from jax_lngb.grad import FFI_TARGET as GRAD_TARGET
+from jax_lngb.grad_beta import FFI_TARGET as GRAD_BETA_TARGET
 
 # Agreement with the jnp LayerNorm: both compute in float32 and round to the
 # output dtype, so they differ by an ulp or two of that dtype.
@@ -68,11 +72,25 @@ def test_check_grads_reverse_mode(rng):
     check_grads(layer_norm, (x, gamma, beta), order=1, modes=("rev",), atol=2e-2, rtol=2e-2, eps=1e-2)
 
 
-def test_gradient_uses_the_kernel():
+@pytest.mark.parametrize(
+    "backward,targets,absent",
+    [
+        ("fused", (FORWARD_TARGET, FUSED_TARGET), (GRAD_TARGET, GRAD_BETA_TARGET)),
+        ("chained", (FORWARD_TARGET, GRAD_TARGET, GRAD_BETA_TARGET), (FUSED_TARGET,)),
+    ],
+)
+def test_gradient_uses_the_kernels(backward, targets, absent):
     x = jnp.ones((16, 8))
     g = jnp.ones(8)
-    text = jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).sum(), argnums=(1, 2))).lower(x, g, g).as_text()
-    assert f"custom_call @{FFI_TARGET}" in text
+
+    def f(x, g, b):
+        return layer_norm(x, g, b, backward=backward).sum()
+
+    text = jax.jit(jax.grad(f, argnums=(0, 1, 2))).lower(x, g, g).as_text()
+    for t in targets:
+        assert f"custom_call @{t}(" in text, t
+    for t in absent:
+        assert f"custom_call @{t}(" not in text, t
 
 
 @pytest.mark.parametrize("act_dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
@@ -141,7 +159,7 @@ def test_jitted_training_step_matches_jnp(rng):
 
     ours, theirs = make_step(layer_norm), make_step(layer_norm_jnp)
     text = ours.lower(p, x, y).as_text()
-    assert f"custom_call @{FFI_TARGET}" in text
+    assert f"custom_call @{FUSED_TARGET}(" in text
     p1, p2 = p, p
     losses = []
     for _ in range(20):
@@ -170,3 +188,102 @@ def test_vmap_of_grad_gives_per_example_gradients(rng):
     for i in range(5):
         gi = jax.grad(_mlp(layer_norm))(p, xs[i], ys[i])
         np.testing.assert_allclose(per_ex["beta"][i], gi["beta"], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------- the forward kernel
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1,), (1, 4097), (0, 8), (300, 768), (2, 3, 17), (2000, 1)], ids=lambda s: "x".join(map(str, s)))
+def test_forward_kernel_and_saved_statistics(shape, dtype, rng):
+    from jax_lngb import layer_norm_forward_p
+
+    x = jnp.asarray(random_array(rng, shape, dtype, scale=3.0) + 2.0)
+    gamma, beta = params(rng, shape[-1])
+    y, mean, var = jax.jit(
+        lambda *a: layer_norm_forward_p.bind(*a, epsilon=1e-5, batch_dims=0, backward="fused")
+    )(x, gamma, beta)
+    assert y.dtype == dtype and mean.dtype == jnp.float32 and var.dtype == jnp.float32
+    assert mean.shape == shape[:-1] and var.shape == shape[:-1]
+    x64 = np.asarray(x, np.float64)
+    if x64.size:
+        from jax_lngb import layer_norm_forward_ref
+
+        _, m64, v64 = layer_norm_forward_ref(x, gamma, beta)
+        h = shape[-1]
+        # float32 two-pass statistics of h terms.
+        mean_err = np.abs(np.asarray(mean, np.float64) - m64)
+        assert np.all(mean_err <= (h + 2) * 2**-24 * np.abs(x64).max(-1)), mean_err.max()
+        var_err = np.abs(np.asarray(var, np.float64) - v64)
+        assert np.all(var_err <= (2 * h + 8) * 2**-24 * v64 + 1e-30), var_err.max()
+    ref = layer_norm_ref(x, gamma, beta)
+    tol = FWD_TOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_forward_is_a_custom_call_and_other_platforms_use_jax_numpy():
+    x = jax.ShapeDtypeStruct((16, 8), jnp.bfloat16)
+    g = jax.ShapeDtypeStruct((8,), jnp.float32)
+    text = jax.jit(layer_norm).lower(x, g, g).as_text()
+    assert f"custom_call @{FORWARD_TARGET}(" in text and "stablehlo.reduce" not in text
+    for platform in ("cuda", "tpu"):
+        exported = export.export(jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))), platforms=[platform])(x, g, g)
+        module = exported.mlir_module()
+        assert "stablehlo.custom_call" not in module and "stablehlo.reduce" in module
+
+
+def test_forward_nan_stays_in_its_row(rng):
+    x = random_array(rng, (20, 16), jnp.float32)
+    x[4, 2] = np.nan
+    x[9, 0] = np.inf
+    y = np.asarray(layer_norm(x, jnp.ones(16), jnp.zeros(16)))
+    assert np.all(np.isnan(y[4])) and np.all(np.isnan(y[9]))
+    assert np.all(np.isfinite(np.delete(y, [4, 9], axis=0)))
+
+
+def test_forward_eager_jit_disable_jit_bitwise(rng):
+    x = jnp.asarray(random_array(rng, (3000, 100), jnp.float16))
+    gamma, beta = params(rng, 100)
+    a = layer_norm(x, gamma, beta)
+    b = jax.jit(layer_norm)(x, gamma, beta)
+    with jax.disable_jit():
+        c = layer_norm(x, gamma, beta)
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16))
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(c).view(np.uint16))
+
+
+def test_vmap_of_forward_with_batched_parameters(rng):
+    x = jnp.asarray(random_array(rng, (4, 10, 12), jnp.float32))
+    gs = jnp.asarray(1 + 0.1 * rng.standard_normal((4, 12)), jnp.float32)
+    bs = jnp.asarray(0.1 * rng.standard_normal((12, 4)), jnp.float32)  # mapped on axis 1
+    y = jax.vmap(layer_norm, in_axes=(0, 0, 1))(x, gs, bs)
+    for i in range(4):
+        np.testing.assert_array_equal(y[i], layer_norm(x[i], gs[i], bs[:, i]))
+    y2 = jax.vmap(jax.vmap(layer_norm, in_axes=(0, None, None)), in_axes=(0, 0, 1))(x[:, :, None], gs, bs)
+    np.testing.assert_array_equal(y2[:, :, 0], y)
+
+
+@pytest.mark.parametrize("bad", ["unfused", "Fused", None, 1])
+def test_bad_backward_choice(bad):
+    with pytest.raises(ValueError, match=r"backward must be one of 'fused', 'chained'; got"):
+        layer_norm(jnp.zeros((2, 4)), jnp.ones(4), jnp.zeros(4), backward=bad)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
+def test_narrowing_rounds_to_nearest_even(dtype, rng):
+    # gamma = 0 makes y = 0 + beta: beta's float32 values reach the 16-bit
+    # narrowing unchanged (ties, carries into the exponent, overflow, values
+    # that become 16-bit subnormals, NaN and Inf), in whole and partial
+    # 16-lane blocks and in pairs of blocks.
+    specials = [1 + 2**-8, 1 + 3 * 2**-8, 1 - 2**-9, 255.5, 3.4e38, -3.4e38, 65519.0, 65520.0, 1e-6, -3e-7, 6e-8,
+                np.inf, -np.inf, 0.75, -1.5e-5]
+    vals = np.array((specials * 5)[:67], np.float32)  # 67 = 4 blocks + a partial one
+    beta = jnp.asarray(vals)
+    x = jnp.asarray(random_array(rng, (8, vals.size), dtype))
+    y = np.asarray(layer_norm(x, jnp.zeros(vals.size), beta))
+    want = np.asarray(beta.astype(dtype))
+    for row in y:
+        np.testing.assert_array_equal(row.view(np.uint16), want.view(np.uint16))
+    nan_beta = beta.at[3].set(np.nan)
+    y = np.asarray(layer_norm(x, jnp.zeros(vals.size), nan_beta), np.float32)
+    assert np.all(np.isnan(y[:, 3])) and np.all(~np.isnan(np.delete(y, 3, axis=1)))

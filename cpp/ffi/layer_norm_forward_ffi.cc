@@ -1,0 +1,71 @@
+// XLA FFI handler for the LayerNorm forward on the CPU: y, and the float32
+// mean and variance of each row that the backward reuses.
+#include "ffi/ffi_common.h"
+#include "ffi/layer_norm_layout.h"
+#include "ffi/registry.h"
+#include "kernels/layer_norm.h"
+
+namespace jax_lngb {
+namespace {
+
+namespace ffi = xla::ffi;
+using ffi_util::dims_str;
+using ffi_util::invalid;
+using ffi_util::same_dims;
+
+ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
+                          ffi::AnyBuffer beta, float epsilon, ffi::Result<ffi::AnyBuffer> y,
+                          ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance) {
+  const auto dims = x.dimensions();
+  if (dims.size() < 1) return invalid("x must have rank >= 1");
+  const auto t = ffi_util::to_dtype(x.element_type());
+  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
+  if (y->element_type() != x.element_type() || !same_dims(y->dimensions(), dims))
+    return invalid("y buffer must match x " + dims_str(dims));
+  for (auto* s : {&mean, &variance}) {
+    if ((*s)->element_type() != ffi::DataType::F32 ||
+        !ffi_util::is_row_stats((*s)->dimensions(), dims))
+      return invalid("mean/variance buffers must be float32 of shape x.shape[:-1]");
+  }
+  ffi_util::ParamLayout lg, lb;
+  if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
+  if (auto e = ffi_util::param_layout("beta", beta, dims, &lb); !e.empty()) return invalid(e);
+  if (lg.group_dims > 0 && lb.group_dims > 0 && lg.group_dims != lb.group_dims)
+    return invalid("gamma and beta have different group axes");
+  const int64_t groups = lg.group_dims > 0 ? lg.groups : lb.groups;
+  const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
+
+  LayerNormForwardProblem p;
+  p.dtype = *t;
+  p.x = x.untyped_data();
+  p.gamma = static_cast<const float*>(gamma.untyped_data());
+  p.beta = static_cast<const float*>(beta.untyped_data());
+  p.gamma_stride = lg.stride;
+  p.beta_stride = lb.stride;
+  p.y = y->untyped_data();
+  p.mean = static_cast<float*>(mean->untyped_data());
+  p.variance = static_cast<float*>(variance->untyped_data());
+  p.groups = groups;
+  p.rows = groups > 0 ? n / groups : 0;
+  p.cols = dims.back();
+  p.epsilon = epsilon;
+  if (const char* err = layer_norm_forward(p, ffi_util::make_executor(pool))) return invalid(err);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace jax_lngb
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbLayerNormForwardCpu, jax_lngb::ForwardCpuImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // x
+                                  .Arg<xla::ffi::AnyBuffer>()  // gamma (float32)
+                                  .Arg<xla::ffi::AnyBuffer>()  // beta (float32)
+                                  .Attr<float>("epsilon")
+                                  .Ret<xla::ffi::AnyBuffer>()  // y
+                                  .Ret<xla::ffi::AnyBuffer>()  // mean
+                                  .Ret<xla::ffi::AnyBuffer>()  // variance
+);
+
+JAX_LNGB_CPU_HANDLER("jax_lngb_layer_norm_forward", JaxLngbLayerNormForwardCpu);

@@ -1,0 +1,72 @@
+// XLA FFI handler for CANN LayerNormGrad on the CPU: pd_x and res_for_gamma
+// in the input dtype.
+#include "ffi/ffi_common.h"
+#include "ffi/layer_norm_layout.h"
+#include "ffi/registry.h"
+#include "kernels/layer_norm.h"
+
+namespace jax_lngb {
+namespace {
+
+namespace ffi = xla::ffi;
+using ffi_util::dims_str;
+using ffi_util::invalid;
+using ffi_util::same_dims;
+
+ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x,
+                       ffi::AnyBuffer variance, ffi::AnyBuffer mean, ffi::AnyBuffer gamma,
+                       float epsilon, ffi::Result<ffi::AnyBuffer> pd_x,
+                       ffi::Result<ffi::AnyBuffer> res) {
+  const auto dims = x.dimensions();
+  if (dims.size() < 1) return invalid("x must have rank >= 1");
+  const auto t = ffi_util::to_dtype(x.element_type());
+  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
+  if (dy.element_type() != x.element_type() || !same_dims(dy.dimensions(), dims))
+    return invalid("dy must match x " + dims_str(dims));
+  for (const auto* s : {&variance, &mean}) {
+    if (s->element_type() != ffi::DataType::F32 || !ffi_util::is_row_stats(s->dimensions(), dims))
+      return invalid("variance/mean must be float32 of shape x.shape[:-1]");
+  }
+  for (auto* o : {&pd_x, &res}) {
+    if ((*o)->element_type() != x.element_type() || !same_dims((*o)->dimensions(), dims))
+      return invalid("pd_x/res_for_gamma buffers must match x " + dims_str(dims));
+  }
+  ffi_util::ParamLayout lg;
+  if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
+  const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
+
+  LayerNormGradProblem p;
+  p.dtype = *t;
+  p.dy = dy.untyped_data();
+  p.x = x.untyped_data();
+  p.variance = static_cast<const float*>(variance.untyped_data());
+  p.mean = static_cast<const float*>(mean.untyped_data());
+  p.gamma = static_cast<const float*>(gamma.untyped_data());
+  p.gamma_stride = lg.stride;
+  p.pd_x = pd_x->untyped_data();
+  p.res_for_gamma = res->untyped_data();
+  p.groups = lg.groups;
+  p.rows = lg.groups > 0 ? n / lg.groups : 0;
+  p.cols = dims.back();
+  p.epsilon = epsilon;
+  if (const char* err = layer_norm_grad(p, ffi_util::make_executor(pool))) return invalid(err);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace jax_lngb
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbLayerNormGradCpu, jax_lngb::GradCpuImpl,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<xla::ffi::AnyBuffer>()  // dy
+                                  .Arg<xla::ffi::AnyBuffer>()  // x
+                                  .Arg<xla::ffi::AnyBuffer>()  // variance (float32)
+                                  .Arg<xla::ffi::AnyBuffer>()  // mean (float32)
+                                  .Arg<xla::ffi::AnyBuffer>()  // gamma (float32)
+                                  .Attr<float>("epsilon")
+                                  .Ret<xla::ffi::AnyBuffer>()  // pd_x
+                                  .Ret<xla::ffi::AnyBuffer>()  // res_for_gamma
+);
+
+JAX_LNGB_CPU_HANDLER("jax_lngb_layer_norm_grad", JaxLngbLayerNormGradCpu);

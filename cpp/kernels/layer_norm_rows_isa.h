@@ -1,0 +1,253 @@
+// ISA-specific bodies of the LayerNorm row kernels (see layer_norm_rows.h
+// for the math); included only by layer_norm_rows_isa.cc, which is compiled
+// once per instruction set. Every sum over a row goes through row_sums
+// (lanes.h), whose association is fixed by H alone.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "lanes.h"
+
+namespace jax_lngb {
+namespace JAX_LNGB_ISA_NS {
+
+// Walks a row of n columns in 16-column blocks, full blocks in pairs where
+// possible: f2(c) for columns c .. c+31, then f(c, w) for what is left (a
+// full block, w = 16, and/or the partial one at the end). Once inlined, the
+// full-block calls see a constant width.
+template <class F2, class F>
+inline void for_block_pairs(int64_t n, F2&& f2, F&& f) {
+  int64_t c = 0;
+  for (; c + 2 * kLanes <= n; c += 2 * kLanes) f2(c);
+  for (; c + kLanes <= n; c += kLanes) f(c, int64_t(kLanes));
+  if (c < n) f(c, n - c);
+}
+
+// Stores w (<= 16) lanes; kStream: non-temporally when the block is whole.
+template <bool kStream, typename T>
+inline void put(T* p, const Lanes& v, int64_t w) {
+  if (w != kLanes) return store_n(p, v, w);
+  if (kStream) {
+    v.stream(p);
+  } else {
+    v.store(p);
+  }
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}): the loop body is
+// compiled for both kinds of store, the choice made once per row.
+template <class F>
+inline void with_stream(bool nt, F&& f) {
+  if (nt) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+// Non-temporal stores of whole 16-element blocks need the row start aligned
+// to 16 elements.
+template <typename T>
+inline bool stream_ok(const T* row) {
+  return (reinterpret_cast<uintptr_t>(row) % (kLanes * sizeof(T))) == 0;
+}
+
+// Per-thread float32 scratch for a row's intermediate values (see
+// scratch_rows), grown on demand and kept.
+inline float* row_scratch(int64_t floats) {
+  thread_local std::vector<float> buf;
+  if (int64_t(buf.size()) < floats) buf.resize(size_t(floats));
+  return buf.data();
+}
+
+template <typename T>
+inline constexpr bool kWiden = !std::is_same_v<T, float>;
+
+// Software prefetch of the input streams. A row's first pass is the only
+// one that reads memory; the later passes and the reduction run from cache,
+// and without help the memory system idles meanwhile (the hardware
+// prefetchers also stop at every 4 KiB page). The first pass therefore
+// requests the data kPrefetchBytes further along each input: rows are
+// contiguous, so that is the next row or two. The address is formed as an
+// integer (it may lie past the end of the buffer; a prefetch never faults).
+inline constexpr int64_t kPrefetchBytes = 4096;
+
+// Called for the block at column c of a row starting at `row`. One request
+// per block, which for the 16-bit formats is two per 64-byte line: measured
+// faster than skipping every other block.
+template <typename T>
+inline void prefetch_ahead(const T* row, int64_t c) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row + c) + kPrefetchBytes), 0, 1);
+}
+
+// Whether a row's first pass should leave float32 copies in the row
+// scratch for the later passes: not for short rows, where the later passes
+// would reload blocks still in flight in the store buffer, nor for rows whose
+// copies would not stay in L2 (re-reading the input is then cheaper).
+inline bool scratch_rows(int64_t H, int64_t floats_per_col) {
+  const int64_t bytes = H * floats_per_col * int64_t(sizeof(float));
+  return H >= 256 && bytes <= (int64_t(256) << 10);
+}
+
+// kScratch: a 16-bit row is widened once, on the first pass, into the row
+// scratch; otherwise every pass reads (and widens) the input row.
+template <typename T, bool kScratch>
+void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                       float eps, bool stream, T* y, float* mean, float* variance) {
+  const float fh = float(H);
+  float* xs = kScratch ? row_scratch(H) : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * H;
+    T* yr = y + r * H;
+    // The row for the passes after the first.
+    auto row = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(xs + c, w);
+      } else {
+        return load_n(xr + c, w);
+      }
+    };
+    float s;
+    row_sums<4, 1>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          prefetch_ahead(xr, c);
+          t[0] = load_n(xr + c, w);
+          if constexpr (kScratch) store_n(xs + c, t[0], w);
+        },
+        &s);
+    const float m = s / fh;
+    const Lanes mv = Lanes::splat(m);
+    float q;
+    row_sums<4, 1>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          const Lanes d = row(c, w) - mv;
+          t[0] = d * d;
+        },
+        &q);
+    const float v = q / fh;
+    const float rs = 1.0f / std::sqrt(v + eps);
+    const Lanes rv = Lanes::splat(rs);
+    with_stream(stream && stream_ok(yr), [&](auto nt) {
+      constexpr bool kNt = decltype(nt)::value;
+      auto out = [&](int64_t c, int64_t w) {
+        const Lanes xhat = (row(c, w) - mv) * rv;
+        return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
+      };
+      for_block_pairs(
+          H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
+          [&](int64_t c, int64_t w) { put<kNt>(yr + c, out(c, w), w); });
+    });
+    mean[r] = m;
+    variance[r] = v;
+  }
+}
+
+template <typename T>
+void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                  float eps, bool stream, T* y, float* mean, float* variance) {
+  if (kWiden<T> && scratch_rows(H, 1)) {
+    forward_rows_impl<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  } else {
+    forward_rows_impl<T, false>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  }
+}
+
+// kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
+// row scratch for the second; otherwise the second pass recomputes them.
+template <typename T, typename TRes, bool kResIsOutput, bool kScratch>
+void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
+                    const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+                    TRes* res) {
+  const float fh = float(H);
+  const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
+  float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
+  float* x1s = kScratch ? x2s + H : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dr = dy + r * H;
+    const T* xr = x + r * H;
+    T* out = pd_x + r * H;
+    TRes* rr = res + r * H;
+    const float rs = 1.0f / std::sqrt(variance[r] + eps);
+    const Lanes mv = Lanes::splat(mean[r]);
+    float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
+    row_sums<2, 3>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          prefetch_ahead(xr, c);
+          prefetch_ahead(dr, c);
+          const Lanes x2 = load_n(xr + c, w) - mv;
+          const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+          if constexpr (kScratch) {
+            store_n(x2s + c, x2, w);
+            store_n(x1s + c, x1, w);
+          }
+          t[0] = x1 * x2;
+          t[1] = x1;
+          t[2] = x2;
+        },
+        s);
+    const float pd_var = (-0.5f * (rs * rs * rs)) * s[0];
+    const float pd_mean = (-rs) * s[1] + (pd_var * inv_h) * (-2.0f * s[2]);
+    const Lanes av = Lanes::splat(pd_var * two_h);
+    const Lanes bv = Lanes::splat(pd_mean * inv_h);
+    const Lanes rv = Lanes::splat(rs);
+    // x2 and x1 of the row, again: from the scratch or recomputed.
+    auto x2_at = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(x2s + c, w);
+      } else {
+        return load_n(xr + c, w) - mv;
+      }
+    };
+    auto x1_at = [&](int64_t c, int64_t w) {
+      if constexpr (kScratch) {
+        return load_n(x1s + c, w);
+      } else {
+        return load_n(dr + c, w) * load_n(gamma + c, w);
+      }
+    };
+    // res_for_gamma is streamed with pd_x only when it is an output.
+    const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
+    with_stream(nt, [&](auto ntc) {
+      constexpr bool kNt = decltype(ntc)::value;
+      auto dx = [&](int64_t c, int64_t w) { return (av * x2_at(c, w) + bv) + x1_at(c, w) * rv; };
+      auto rg = [&](int64_t c, int64_t w) { return x2_at(c, w) * rv; };
+      for_block_pairs(
+          H,
+          [&](int64_t c) {
+            store2<kNt>(out + c, dx(c, kLanes), dx(c + kLanes, kLanes));
+            store2<kNt && kResIsOutput>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
+          },
+          [&](int64_t c, int64_t w) {
+            put<kNt>(out + c, dx(c, w), w);
+            put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
+          });
+    });
+  }
+}
+
+// kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
+// may be streamed; otherwise it is scratch that must stay in cache. The
+// first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32
+// row scratch (L1/L2) when the row suits it (scratch_rows), so the second
+// pass neither reloads nor reconverts x, dy and gamma.
+template <typename T, typename TRes, bool kResIsOutput>
+void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
+               const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+               TRes* res) {
+  if (scratch_rows(H, 2)) {
+    grad_rows_impl<T, TRes, kResIsOutput, true>(dy, x, variance, mean, gamma, rows, H, eps, stream,
+                                                pd_x, res);
+  } else {
+    grad_rows_impl<T, TRes, kResIsOutput, false>(dy, x, variance, mean, gamma, rows, H, eps, stream,
+                                                 pd_x, res);
+  }
+}
+
+}  // namespace JAX_LNGB_ISA_NS
+}  // namespace jax_lngb

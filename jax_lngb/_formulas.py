@@ -1,0 +1,126 @@
+"""The LayerNorm math in jax.numpy, shared by the primitives.
+
+These functions are the lowering every non-CPU platform uses, and the
+tangent rules of the primitives (JAX differentiates and transposes them
+like any jax.numpy code, which is what makes every order of derivative
+work). They compute in float32 and follow the C++ kernels' formulas
+operation for operation; only the association of the sums over H differs.
+
+Layout, as in the kernels: row operands are [*G, *rows, H], statistics
+[*G, *rows] (float32), parameters [H] or [*G, H], where the G leading axes
+(``batch_dims`` of them) are independent problems added by vmap.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+F32 = jnp.float32
+
+
+def expand_param(p: jax.Array, ndim: int) -> jax.Array:
+    """[H] or [*G, H] (float32) broadcastable against an [*G, *rows, H] operand."""
+    p = p.astype(F32)
+    if p.ndim == 1:
+        return p
+    return p.reshape(p.shape[:-1] + (1,) * (ndim - p.ndim) + p.shape[-1:])
+
+
+def _inv(h: int) -> tuple[np.float32, np.float32]:
+    """1/H and 2/H, rounded to float32 as the kernels compute them."""
+    fh = np.float32(max(h, 1))
+    return np.float32(1.0) / fh, np.float32(2.0) / fh
+
+
+def rstd_of(variance: jax.Array, epsilon: float) -> jax.Array:
+    return 1.0 / jnp.sqrt(variance.astype(F32) + np.float32(epsilon))
+
+
+def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0):
+    """y, mean, variance (two passes; variance biased)."""
+    h = x.shape[-1]
+    x32 = x.astype(F32)
+    mean = jnp.sum(x32, -1) / np.float32(h)
+    d = x32 - mean[..., None]
+    variance = jnp.sum(d * d, -1) / np.float32(h)
+    rstd = rstd_of(variance, epsilon)[..., None]
+    y = (d * rstd) * expand_param(gamma, x.ndim) + expand_param(beta, x.ndim)
+    return y.astype(x.dtype), mean, variance
+
+
+def stats_tangent_jnp(t_x, x, mean):
+    """Tangents of the forward's mean and variance (linear in t_x):
+    t_mean = mean(t_x), t_var = (2/H) sum((x - mean) * (t_x - t_mean))."""
+    h = x.shape[-1]
+    tx = t_x.astype(F32)
+    t_mean = jnp.sum(tx, -1) / np.float32(h)
+    x2 = x.astype(F32) - mean.astype(F32)[..., None]
+    t_var = jnp.sum(x2 * (tx - t_mean[..., None]), -1) * _inv(h)[1]
+    return t_mean, t_var
+
+
+def stats_cotangent_jnp(ct_mean, ct_var, x, mean):
+    """The transpose of stats_tangent_jnp: the t_x cotangent of (ct_mean, ct_var)."""
+    inv_h, two_h = _inv(x.shape[-1])
+    x2 = x.astype(F32) - mean.astype(F32)[..., None]
+    s2 = jnp.sum(x2, -1, keepdims=True)
+    cv = ct_var.astype(F32)[..., None]
+    return ct_mean.astype(F32)[..., None] * inv_h + two_h * cv * (x2 - s2 * inv_h)
+
+
+def grad_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, res_dtype=None):
+    """CANN LayerNormGrad (SPEC section 3): pd_x (x's dtype), res_for_gamma.
+
+    The per-row constants are taken out of the sums:
+      pd_var  = -0.5 * rstd^3 * sum(x1 * x2)
+      pd_mean = -rstd * sum(x1) + pd_var * (1/H) * (-2 * sum(x2))
+    """
+    inv_h, two_h = _inv(x.shape[-1])
+    x1 = dy.astype(F32) * expand_param(gamma, x.ndim)
+    x2 = x.astype(F32) - mean.astype(F32)[..., None]
+    rstd = rstd_of(variance, epsilon)[..., None]
+    s12 = jnp.sum(x1 * x2, -1, keepdims=True)
+    s1 = jnp.sum(x1, -1, keepdims=True)
+    s2 = jnp.sum(x2, -1, keepdims=True)
+    pd_var = (-0.5 * (rstd * rstd * rstd)) * s12
+    pd_mean = (-rstd) * s1 + (pd_var * inv_h) * (-2.0 * s2)
+    pd_x = ((pd_var * two_h) * x2 + pd_mean * inv_h) + x1 * rstd
+    res = x2 * rstd
+    return pd_x.astype(x.dtype), res.astype(x.dtype if res_dtype is None else res_dtype)
+
+
+def backward_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int, out_dtype):
+    """The fused backward: LayerNormGrad, then LayerNormGradBeta of its
+    float32 res_for_gamma: dx, pd_gamma [*G, H], pd_beta [*G, H]."""
+    pd_x, res = grad_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, res_dtype=F32)
+    rows = tuple(range(batch_dims, x.ndim - 1))
+    d = dy.astype(F32)
+    pd_gamma = jnp.sum(res * d, rows)
+    pd_beta = jnp.sum(d, rows)
+    return pd_x, pd_gamma.astype(out_dtype), pd_beta.astype(out_dtype)
+
+
+def tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0):
+    """The JVP of the forward's y: t_y for tangents (t_x, t_gamma, t_beta).
+
+    Written as the exact adjoint of the backward formulas (grad_jnp /
+    backward_jnp are its transpose), including the sum(x - mean) term that
+    vanishes when mean is the exact row mean; it is then also the exact
+    derivative of forward_jnp:
+      A = mean(t_x),  B = (2/H) sum(t_x * x2) - (2/H) sum(x2) * A
+      t_y = gamma * (rstd * t_x - rstd * A - 0.5 * rstd^3 * x2 * B)
+            + x2 * rstd * t_gamma + t_beta
+    """
+    inv_h, two_h = _inv(x.shape[-1])
+    tx = t_x.astype(F32)
+    x2 = x.astype(F32) - mean.astype(F32)[..., None]
+    rstd = rstd_of(variance, epsilon)[..., None]
+    a = jnp.sum(tx, -1, keepdims=True) * inv_h
+    s2 = jnp.sum(x2, -1, keepdims=True)
+    b = jnp.sum(tx * x2, -1, keepdims=True) * two_h - (s2 * two_h) * a
+    g = expand_param(gamma, x.ndim)
+    t_y = g * (rstd * tx - rstd * a - (0.5 * (rstd * rstd * rstd)) * x2 * b)
+    t_y = t_y + (x2 * rstd) * expand_param(t_gamma, x.ndim) + expand_param(t_beta, x.ndim)
+    return t_y.astype(x.dtype)

@@ -1,0 +1,166 @@
+"""`layer_norm_tangent_p`: the JVP of LayerNorm, a map linear in
+(t_x, t_gamma, t_beta) whose transpose is the LayerNorm backward.
+
+    t_y = gamma * (rstd * t_x - rstd * A - 0.5 * rstd^3 * (x - mean) * B)
+          + (x - mean) * rstd * t_gamma + t_beta
+    A = mean(t_x),   B = (2/H) sum(t_x * (x - mean)) - (2/H) sum(x - mean) * A
+
+and the tangents of the forward's saved statistics, t_mean = A and
+t_var = (2/H) sum((x - mean) * (t_x - A)), so that nothing of the tangent
+map is evaluated on the primal side of a linearization.
+
+`layer_norm_forward_p`'s JVP binds it; JAX's reverse mode transposes it,
+and the transpose rule runs the backward the forward was asked for:
+"fused" (`layer_norm_backward_p`, one kernel) or "chained" (CANN's two
+public ops, `layer_norm_grad_p` then `layer_norm_grad_beta_p`). It is
+evaluated only in forward mode (jax.jvp, jax.linearize), by its jax.numpy
+formulas on every platform; its JVP differentiates those formulas, so
+higher orders work.
+
+The formulas are the exact adjoint of LayerNormGrad's, so forward and
+reverse mode agree to rounding, and are the exact derivative of the
+forward's mean/variance/normalize formulas.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from ._avals import derived_aval, psum_to_match
+from ._batching import PARAM, ROWS, move_to_groups
+from ._ffi_call import apply_impl
+from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
+from ._validate import KERNEL_DTYPES, check_param, check_row_stats, check_same_shape
+
+layer_norm_tangent_p = Primitive("layer_norm_tangent")
+layer_norm_tangent_p.multiple_results = True
+
+_KINDS = (ROWS, PARAM, PARAM, ROWS, ROWS, ROWS, PARAM)
+
+
+def layer_norm_tangent_ref(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float = 1e-5):
+    """Oracle: the formulas above in float64 NumPy. Returns (t_y, t_mean, t_var)."""
+    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    tx, x2 = f(t_x), f(x) - f(mean)[..., None]
+    h = x2.shape[-1]
+    rstd = 1.0 / np.sqrt(f(variance)[..., None] + epsilon)
+    a = tx.mean(-1, keepdims=True)
+    b = (2.0 / h) * (tx * x2).sum(-1, keepdims=True) - (2.0 / h) * x2.sum(-1, keepdims=True) * a
+    t_y = f(gamma) * (rstd * tx - rstd * a - 0.5 * rstd**3 * x2 * b) + x2 * rstd * f(t_gamma) + f(t_beta)
+    t_var = (2.0 / h) * (x2 * (tx - a)).sum(-1)
+    return t_y, a[..., 0], t_var
+
+
+def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    fn = "layer_norm (tangent)"
+    check_same_shape(fn, "x", x.shape, "t_x", t_x.shape)
+    for name, p in (("t_gamma", t_gamma), ("t_beta", t_beta), ("gamma", gamma)):
+        check_param(fn, name, p.shape, x.shape, batch_dims)
+    for name, s in (("variance", variance), ("mean", mean)):
+        check_row_stats(fn, name, s.shape, x.shape)
+    inputs = (t_x, t_gamma, t_beta, variance, mean, gamma)
+    t_y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
+    stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=inputs)
+    return t_y, stats, stats
+
+
+layer_norm_tangent_p.def_abstract_eval(_abstract_eval)
+layer_norm_tangent_p.def_impl(apply_impl(layer_norm_tangent_p))
+
+
+def _tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    t_y = tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+    return [t_y, *stats_tangent_jnp(t_x, x, mean)]
+
+
+# Forward mode is a few elementwise ops and row sums: the jax.numpy formulas
+# are the lowering on every platform.
+mlir.register_lowering(layer_norm_tangent_p, mlir.lower_fun(_tangent_jnp, multiple_results=True))
+
+
+# ------------------------------------------------------- JVP and transpose
+
+
+def _jvp(primals, tangents, **params):
+    out = layer_norm_tangent_p.bind(*primals, **params)
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    _, t_out = jax.jvp(functools.partial(_tangent_jnp, **params), tuple(primals), tuple(tangents))
+    return out, t_out
+
+
+def _aval(a):
+    return a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
+
+
+def _transpose(cts, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    """The LayerNorm backward: (dx, dgamma, dbeta) from the cotangent of y
+    (plus, when asked, the cotangents of the saved mean and variance)."""
+    from .backward import layer_norm_backward_p
+    from .grad import layer_norm_grad_p
+    from .grad_beta import layer_norm_grad_beta_p
+
+    if any(ad.is_undefined_primal(a) for a in (x, variance, mean, gamma)):
+        raise NotImplementedError("layer_norm_tangent is linear in (t_x, t_gamma, t_beta) only")
+    ct, ct_mean, ct_var = cts
+    no_stats = type(ct_mean) is ad.Zero and type(ct_var) is ad.Zero
+    if type(ct) is ad.Zero and no_stats:
+        return [None] * 7
+    ct = ad.instantiate_zeros(ct)
+    g_aval, b_aval = _aval(t_gamma), _aval(t_beta)
+    # Parameters shared by every vmapped group get the sum over the groups,
+    # formed from the float32 per-group sums.
+    shared = batch_dims > 0 and (g_aval.ndim == 1 or b_aval.ndim == 1)
+    out_dtype = np.dtype(g_aval.dtype)
+    if shared or g_aval.dtype != b_aval.dtype or out_dtype not in KERNEL_DTYPES:
+        out_dtype = np.dtype(jnp.float32)
+    if backward == "fused":
+        dx, pd_gamma, pd_beta = layer_norm_backward_p.bind(
+            ct, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype
+        )
+    else:
+        dx, res = layer_norm_grad_p.bind(ct, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims)
+        pd_gamma, pd_beta = layer_norm_grad_beta_p.bind(res, ct, out_dtype=out_dtype, batch_dims=batch_dims)
+
+    if not no_stats:
+        ct_x = stats_cotangent_jnp(ad.instantiate_zeros(ct_mean), ad.instantiate_zeros(ct_var), x, mean)
+        dx = (dx.astype(jnp.float32) + ct_x).astype(dx.dtype)
+
+    def fit(v, aval):
+        if v.ndim > aval.ndim:
+            v = jnp.sum(v, axis=tuple(range(v.ndim - aval.ndim)))
+        # Inside shard_map a parameter that is the same on every device
+        # (invariant) gets the sum of the per-device partial gradients: one
+        # psum over the manual axes the rows vary over (none elsewhere).
+        return psum_to_match(v.astype(aval.dtype), aval)
+
+    return [
+        psum_to_match(dx, _aval(t_x)) if ad.is_undefined_primal(t_x) else None,
+        fit(pd_gamma, g_aval) if ad.is_undefined_primal(t_gamma) else None,
+        fit(pd_beta, b_aval) if ad.is_undefined_primal(t_beta) else None,
+        None,
+        None,
+        None,
+        None,
+    ]
+
+
+ad.primitive_jvps[layer_norm_tangent_p] = _jvp
+ad.primitive_transposes[layer_norm_tangent_p] = _transpose
+
+
+# ------------------------------------------------------------------ batching
+
+
+def _batch(args, dims, *, epsilon, batch_dims, backward):
+    moved = move_to_groups(args, dims, _KINDS, batch_dims)
+    outs = layer_norm_tangent_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
+    return outs, (0, 0, 0)
+
+
+batching.primitive_batchers[layer_norm_tangent_p] = _batch
