@@ -1,22 +1,16 @@
-// Fuzzing of the host-side CANN tiling (SPEC section 2) — the hook.
+// Fuzzing of the host-side CANN tiling (SPEC section 2).
 //
-// cpp/tiling/ has no C++ API yet. When it gains a library target named
-// `jax_lngb_tiling`, cpp/tests/CMakeLists.txt links it and defines
-// JAX_LNGB_HAVE_TILING; then write cpp/tests/tiling_adapter.h with
-//
-//   std::optional<jax_lngb::test::GradBetaTiling> tiling_under_test(
-//       const jax_lngb::test::TilingQuery& q);
-//   std::optional<jax_lngb::test::TmpSize> tmp_size_under_test(
-//       const jax_lngb::test::TilingQuery& q);
-//
-// mapping the real functions onto these structs (nullopt = the function
-// refused). Until the adapter exists, the `tiling_adapter_is_written` case
-// fails, so the fuzzer cannot be forgotten. The reference below is the
-// SPEC formula in 64-bit arithmetic; the fuzzer compares every field for
-// random and boundary shapes and buffer sizes, including H = 0, B*S = 0,
-// sizes that overflow uint32, and buffers one byte short of the minimum
-// (UBSan turns a division by zero or a signed overflow into a failure).
+// cpp/tests/CMakeLists.txt links the tiling library (`jax_lngb_tiling`)
+// and defines JAX_LNGB_HAVE_TILING; tiling_adapter.h maps the real
+// functions onto the structs below (nullopt = the function refused). The
+// `tiling_adapter_is_written` case fails if the adapter is ever removed, so
+// the fuzzer cannot be dropped silently. The reference below is the SPEC
+// formula in 64-bit arithmetic; the fuzzer compares every field for random
+// and boundary shapes and buffer sizes, including H = 0, B*S = 0, sizes
+// that overflow uint32, and buffers one byte short of the minimum (UBSan
+// turns a division by zero or a signed overflow into a failure).
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -50,8 +44,10 @@ inline std::optional<GradBetaTiling> reference_tiling(const TilingQuery& q) {
   const uint64_t kMax = UINT32_MAX;
   const uint64_t bs = q.b * q.s, bsh = bs * q.h;
   if (q.b > kMax || q.s > kMax || q.h > kMax || bs > kMax || bs / q.s != q.b || bsh > kMax) return std::nullopt;
+  // CANN's stackBufferSize parameter is a uint32 byte count.
+  if (q.stack_buffer_bytes > kMax) return std::nullopt;
   const uint64_t sf = q.stack_buffer_bytes / 4;
-  if (sf < 2 * q.h || sf > kMax) return std::nullopt;
+  if (sf < 2 * q.h) return std::nullopt;
   const bool half = q.type_size == 2;
   uint64_t one = half ? (sf - 2 * q.h) / 2 : sf;
   one = one / q.h * q.h;
@@ -81,8 +77,13 @@ inline std::optional<GradBetaTiling> reference_tiling(const TilingQuery& q) {
   return t;
 }
 
+// The shape rules are those of the tiling above (every dimension >= 1,
+// B*S*H within uint32): a size for a shape no tiling accepts is refused.
 inline std::optional<TmpSize> reference_tmp_size(const TilingQuery& q) {
   if (q.type_size != 2 && q.type_size != 4) return std::nullopt;
+  const uint64_t kMax = UINT32_MAX;
+  if (q.h == 0 || q.b == 0 || q.s == 0 || q.b > kMax || q.s > kMax || q.h > kMax) return std::nullopt;
+  if (q.b * q.s > kMax || q.b * q.s * q.h > kMax) return std::nullopt;
   const uint64_t k = q.type_size == 2 ? 4 : 2;
   return TmpSize{k * q.b * q.s * q.h * 4, k * q.h * 4};
 }
