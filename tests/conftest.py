@@ -33,6 +33,19 @@ HALF_MIN_SUBNORMAL = {
 }
 
 
+def enable_x64():
+    """A context manager enabling float64: `jax.enable_x64(True)` where it
+    exists (newer jax), else `jax.experimental.enable_x64()` (jax 0.7.2, the
+    oldest release we support, has only that one)."""
+    import jax
+
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64 as experimental_enable_x64
+
+    return experimental_enable_x64()
+
+
 def unit_roundoff(dtype) -> float:
     return UNIT_ROUNDOFF[np.dtype(dtype)]
 

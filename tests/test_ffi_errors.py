@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import enable_x64
 from jax_lngb import layer_norm_grad_beta
 from jax_lngb.grad_beta import FFI_TARGET as GRAD_BETA
 
@@ -102,7 +103,7 @@ def test_inconsistent_buffers_give_a_clear_runtime_error(call, rng):
 
 
 def test_float64_operands_are_refused_by_the_handler(rng):
-    with jax.enable_x64(True):
+    with enable_x64():
         call = gb([((4, 8), jnp.float64)] * 2, [((8,), jnp.float64)] * 2)
         with pytest.raises(jax.errors.JaxRuntimeError, match=r"jax_lngb: unsupported input dtype"):
             jax.block_until_ready(run(call, operands(call, rng)))

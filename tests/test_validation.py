@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import enable_x64
 from jax_lngb import _validate, layer_norm, layer_norm_grad_beta, layer_norm_grad_beta_p
 
 F32, F16, BF16 = jnp.float32, jnp.float16, jnp.bfloat16
@@ -151,7 +152,7 @@ def test_refused_eagerly(case):
 
 
 def test_float64_is_refused_with_the_supported_list():
-    with jax.enable_x64(True):
+    with enable_x64():
         x = jnp.zeros((4, 8), jnp.float64)
         with pytest.raises(TypeError, match=r"float32, float16, bfloat16; got float64"):
             layer_norm_grad_beta(x, x)
