@@ -53,6 +53,10 @@ constexpr DType dtype_of<bf16_t>() {
 
 inline int dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
 
+// Whether t names one of the kDTypes above (a DType cast from foreign bits
+// may not).
+inline bool is_valid_dtype(DType t) { return static_cast<unsigned>(t) < unsigned(kNumDTypes); }
+
 inline float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

@@ -13,6 +13,11 @@ template <typename T>
 void store_typed(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
 }
+
+void canonicalize_nan(float* v, int64_t n) {
+  const float qnan = bits_to_float(0x7FC00000u);
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] != v[i] ? qnan : v[i];
+}
 }  // namespace
 
 void store_as(DType out, const float* src, void* dst, int64_t n) {
@@ -38,6 +43,12 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
   const int out_size = dtype_size(out);
   char* out_g = static_cast<char*>(pd_gamma);
   char* out_b = static_cast<char*>(pd_beta);
+  if (RB == 0) {
+    // No row blocks (zero rows): every sum is empty, i.e. zero.
+    std::fill(out_g, out_g + G * H * out_size, char(0));
+    std::fill(out_b, out_b + G * H * out_size, char(0));
+    return;
+  }
   ex.run(G * CC, G * RB * 2 * H * 4, [&](int64_t t) {
     const int64_t g = t / CC;
     const int64_t c0 = (t % CC) * col_chunk, c1 = std::min(H, c0 + col_chunk);
@@ -49,6 +60,12 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
       for (int64_t c = c0; c < c1; ++c) sum_g[c] += src_g[c];
       for (int64_t c = c0; c < c1; ++c) sum_b[c] += src_b[c];
     }
+    // Which NaN an addition or product returns when both operands are NaN
+    // depends on operand order, which the compiler picks differently in
+    // each ISA variant. One canonical quiet NaN keeps every variant's
+    // results bit-identical.
+    canonicalize_nan(sum_g + c0, c1 - c0);
+    canonicalize_nan(sum_b + c0, c1 - c0);
     store_as(out, sum_g + c0, out_g + (g * H + c0) * out_size, c1 - c0);
     store_as(out, sum_b + c0, out_b + (g * H + c0) * out_size, c1 - c0);
   });
@@ -56,6 +73,7 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
 
 const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
+  if (!is_valid_dtype(p.out_dtype)) return "unsupported output dtype";
   const ReduceRowsFn reduce = reduce_rows_fn(p.in_dtype, p.in_dtype);
   if (reduce == nullptr) return "unsupported input dtype";
   const int64_t G = p.groups, R = p.rows, H = p.cols;

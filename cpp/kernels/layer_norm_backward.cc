@@ -36,6 +36,7 @@ constexpr int64_t kScratchBytes = int64_t(32) << 10;
 const char* layer_norm_backward(const LayerNormBackwardProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
   if (p.gamma_stride != 0 && p.gamma_stride != p.cols) return "gamma stride must be 0 or cols";
+  if (!is_valid_dtype(p.dtype) || !is_valid_dtype(p.out_dtype)) return "unsupported dtype";
   const int64_t G = p.groups, R = p.rows, H = p.cols;
   if (G == 0 || H == 0) return nullptr;
   const int out_size = dtype_size(p.out_dtype);

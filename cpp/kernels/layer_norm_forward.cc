@@ -13,6 +13,7 @@ const char* layer_norm_forward(const LayerNormForwardProblem& p, const CpuExecut
   if ((p.gamma_stride != 0 && p.gamma_stride != p.cols) ||
       (p.beta_stride != 0 && p.beta_stride != p.cols))
     return "gamma/beta stride must be 0 or cols";
+  if (!is_valid_dtype(p.dtype)) return "unsupported dtype";
   const int64_t N = p.groups * p.rows, H = p.cols;
   if (N == 0) return nullptr;
   const LayerNormRowsTable& rows = layer_norm_rows();

@@ -10,6 +10,7 @@ namespace jax_lngb {
 const char* layer_norm_grad(const LayerNormGradProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
   if (p.gamma_stride != 0 && p.gamma_stride != p.cols) return "gamma stride must be 0 or cols";
+  if (!is_valid_dtype(p.dtype)) return "unsupported dtype";
   const int64_t N = p.groups * p.rows, H = p.cols;
   if (N == 0 || H == 0) return nullptr;
   const LayerNormRowsTable& rows = layer_norm_rows();

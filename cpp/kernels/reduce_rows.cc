@@ -24,6 +24,8 @@ ReduceRowsTable active_table() {
 
 ReduceRowsFn reduce_rows_fn(DType res, DType dy) {
   static const ReduceRowsTable table = active_table();
+  // A DType decoded from foreign bits must not index past the table.
+  if (!is_valid_dtype(res) || !is_valid_dtype(dy)) return nullptr;
   return table.fn[int(res)][int(dy)];
 }
 

@@ -64,14 +64,45 @@ JAX_LNGB_TEST(combine_partials_any_executor) {
 // A producer with zero rows has a partition with zero row blocks
 // (make_reduce_partition(0, ...).rows.num_blocks == 0); its sums are empty,
 // so the results must be zeros.
-JAX_LNGB_XFAIL(combine_partials_with_zero_blocks_gives_zeros,
-               "combine_partials reads block 0 when blocks == 0 (cpp/kernels/grad_beta.cc)") {
+JAX_LNGB_TEST(combine_partials_with_zero_blocks_gives_zeros) {
   Executors zoo;
   std::vector<float> none;  // [G][0][2][H]: no floats at all
   GradBetaPartials parts{none.data(), 2, 0, 5};
   std::vector<float> out_g(10, 1.0f), out_b(10, 1.0f);
   combine_partials(parts, DType::kF32, out_g.data(), out_b.data(), 5, zoo.pool());
   for (int i = 0; i < 10; ++i) CHECK(bits(out_g[size_t(i)]) == 0u && bits(out_b[size_t(i)]) == 0u);
+}
+
+// Whatever NaN (sign, payload) a partial holds, the result is the one
+// canonical quiet NaN of the output dtype: ISA variants may produce
+// different NaNs in their partials, their results must not differ.
+JAX_LNGB_TEST(combine_partials_canonicalizes_nan) {
+  Executors zoo;
+  const uint32_t nans[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFFFFFFFu};
+  for (uint32_t nan_bits : nans) {
+    // G 1, RB 2, H 4: column 0 NaN in block 0, column 1 NaN in block 1,
+    // column 2 Inf - Inf, column 3 finite.
+    std::vector<float> data = {bits_to_float(nan_bits), 1.f, INFINITY, 2.f, 3.f, 4.f, 5.f, 6.f,
+                               1.f, bits_to_float(nan_bits), -INFINITY, 2.f, 3.f, 4.f, 5.f, 6.f};
+    GradBetaPartials parts{data.data(), 1, 2, 4};
+    std::vector<float> f32_g(4), f32_b(4);
+    std::vector<bf16_t> bf_g(4), bf_b(4);
+    std::vector<f16_t> h_g(4), h_b(4);
+    std::vector<float> again = data;
+    combine_partials(parts, DType::kF32, f32_g.data(), f32_b.data(), 4, zoo.pool());
+    GradBetaPartials p2{again.data(), 1, 2, 4};
+    combine_partials(p2, DType::kBF16, bf_g.data(), bf_b.data(), 4, zoo.pool());
+    std::vector<float> third = data;
+    GradBetaPartials p3{third.data(), 1, 2, 4};
+    combine_partials(p3, DType::kF16, h_g.data(), h_b.data(), 4, zoo.pool());
+    zoo.flush_deferred();
+    for (int c : {0, 1, 2}) {
+      CHECK_MSG(bits(f32_g[size_t(c)]) == 0x7FC00000u, "f32 column " << c << " from NaN " << nan_bits);
+      CHECK_MSG(bits(bf_g[size_t(c)]) == 0x7FC0u, "bf16 column " << c << " from NaN " << nan_bits);
+      CHECK_MSG(bits(h_g[size_t(c)]) == 0x7E00u, "f16 column " << c << " from NaN " << nan_bits);
+    }
+    CHECK(f32_g[3] == 4.f && f32_b[3] == 12.f && f32_b[0] == 6.f);
+  }
 }
 
 JAX_LNGB_TEST(store_as_every_dtype) {
