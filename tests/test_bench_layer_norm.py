@@ -13,11 +13,6 @@ from pathlib import Path
 
 import pytest
 
-# The section plugs into the benchmark framework (jax_lngb/bench/common.py
-# and __main__.py), which is developed on its own branch; this file tests
-# the section wherever the framework is present.
-pytest.importorskip("jax_lngb.bench.common", reason="needs the benchmark framework (jax_lngb.bench.common)")
-
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ["64x128", "3x40x96", "8x1000"]
 DTYPES = ["f32", "bf16"]

@@ -1,0 +1,17 @@
+"""`python -m jax_lngb.bench`: the benchmark shipped with the package.
+
+Sections (``--section``):
+
+* ``reduction`` (the default): LayerNormGradBeta, the gamma/beta gradient
+  sums, against XLA's plain jax.numpy expression, NumPy, PyTorch's CPU
+  LayerNorm backward and a streaming-read probe (the memory-bandwidth
+  ceiling).
+* ``layer_norm``: the full LayerNorm forward, backward and forward+backward
+  against XLA autodiff and PyTorch.
+* ``all``: both, reduction first.
+
+Run ``python -m jax_lngb.bench --help`` for the options. The modules here are
+tools, not part of the jax_lngb API.
+"""
+
+SECTIONS = ("reduction", "layer_norm")

@@ -1,0 +1,220 @@
+"""`python -m jax_lngb.bench`: run benchmark sections, print a table per case
+and the targets, optionally write JSON and a PNG chart.
+
+    python -m jax_lngb.bench                                  the reduction at its default shapes
+    python -m jax_lngb.bench --section all --json out.json    both sections, machine-readable too
+    python -m jax_lngb.bench --shapes 65536x768 --dtypes bf16 --reps 20
+    python -m jax_lngb.bench --threads 1                      XLA (and torch) on one thread
+
+Targets that fail are reported, never turned into a failing exit status:
+the figures are evidence, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+from . import SECTIONS
+
+# Set in the environment of the re-executed process, so it does not re-exec.
+_THREADS_ENV = "JAX_LNGB_BENCH_THREADS"
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .common import parse_dtype, parse_shape
+
+    p = argparse.ArgumentParser(
+        prog="python -m jax_lngb.bench",
+        description="Benchmark jax_lngb's CPU kernels against XLA, NumPy, PyTorch and a streaming-read probe.",
+    )
+    p.add_argument("--section", choices=(*SECTIONS, "all"), default="reduction",
+                   help="what to measure (default: reduction; 'all' runs reduction, then layer_norm)")
+    p.add_argument("--shapes", nargs="+", type=parse_shape, metavar="RxH",
+                   help="shapes like 65536x768 or 4x128x768 (default: each section's list)")
+    p.add_argument("--dtypes", nargs="+", type=parse_dtype, metavar="DT",
+                   help="f32, f16, bf16 (default: all three)")
+    p.add_argument("--reps", type=int, default=10, help="timed calls per implementation; the median is reported (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
+    p.add_argument("--threads", type=int,
+                   help="XLA CPU intra-op threads and torch threads (default: what XLA picks, one per core)")
+    p.add_argument("--impls", nargs="+", metavar="NAME",
+                   help="only these implementations (e.g. ours xla probe; default: all)")
+    p.add_argument("--json", metavar="PATH", help="write every figure as JSON here")
+    p.add_argument("--png", metavar="PATH", help="write a GB/s chart here (needs matplotlib)")
+    p.add_argument("--no-progress", action="store_true", help="no status line on stderr")
+    p.add_argument("--seed", type=int, default=0, help="random inputs' seed (default 0)")
+    return p
+
+
+def _reexec_with_threads(threads: int, argv: list[str]) -> None:
+    """XLA sizes its CPU thread pool from the environment when its client
+    starts, which importing jax_lngb may already have triggered: a fresh
+    process with the variables set is the dependable way."""
+    if os.environ.get(_THREADS_ENV) == str(threads):
+        return
+    env = dict(os.environ)
+    env[_THREADS_ENV] = str(threads)
+    env["NPROC"] = str(threads)  # XLA's PJRT CPU client: intra-op pool size
+    env["PJRT_NPROC"] = str(threads)
+    env["OMP_NUM_THREADS"] = str(threads)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "jax_lngb.bench", *argv], env)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(l3: int) -> dict[str, Any]:
+    from jax_lngb import _native
+    from jax_lngb._version import __version__
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    torch_threads = None
+    if _version("torch") is not None:
+        try:
+            import torch
+
+            torch_threads = torch.get_num_threads()
+        except ImportError:
+            pass
+    return {
+        "cpu": _cpu_model(),
+        "cores": cores,
+        "l3_bytes": l3,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "jax_lngb": __version__,
+        "jax": _version("jax"),
+        "jaxlib": _version("jaxlib"),
+        "numpy": _version("numpy"),
+        "torch": _version("torch"),
+        "isa": _native.cpu_isa(),
+        "cpu_features": _native.cpu_features(),
+        # What XLA's CPU client sizes its intra-op pool from (see --threads).
+        "xla_threads": int(os.environ["NPROC"]) if os.environ.get("NPROC", "").isdigit() else cores,
+        "torch_threads": torch_threads,
+        "jax_lngb_num_threads": os.environ.get("JAX_LNGB_NUM_THREADS"),
+    }
+
+
+def _print_machine(info: dict[str, Any]) -> None:
+    print(f"jax_lngb {info['jax_lngb']} benchmark on {info['cpu']}, {info['cores']} cores, "
+          f"L3 {info['l3_bytes'] >> 20} MiB, kernel ISA {info['isa']}")
+    print(f"jax {info['jax']}, jaxlib {info['jaxlib']}, numpy {info['numpy']}, "
+          f"torch {info['torch'] or 'not installed'}; XLA threads {info['xla_threads']}"
+          + (f", torch threads {info['torch_threads']}" if info["torch_threads"] else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            _parser().error("--threads must be >= 1")
+        _reexec_with_threads(args.threads, argv)
+
+    from . import common
+
+    args.dtypes = args.dtypes or list(common.DEFAULT_DTYPES)
+    if args.threads is not None:
+        try:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
+
+    sections = list(SECTIONS) if args.section == "all" else [args.section]
+    modules = {name: importlib.import_module(f"jax_lngb.bench.{name}") for name in sections}
+    progress = common.Progress(enabled=not args.no_progress)
+    l3 = common.l3_bytes()
+
+    def on_case(case: common.CaseResult) -> None:
+        progress.clear()
+        print(common.format_case(case))
+        print(flush=True)
+
+    ctx = common.BenchContext(
+        shapes=args.shapes,
+        dtypes=args.dtypes,
+        reps=args.reps,
+        warmup=args.warmup,
+        impls=set(args.impls) if args.impls else None,
+        seed=args.seed,
+        l3_bytes=l3,
+        progress=progress,
+        on_case=on_case,
+    )
+    info = machine_info(l3)
+    _print_machine(info)
+    print(f"median of {args.reps} timed calls after {args.warmup} warm-up calls; 'of probe' = GB/s over the "
+          "streaming-read probe's GB/s; 'vs ours' = time / ours' time; cache-resident = bytes <= L3\n", flush=True)
+
+    started = time.perf_counter()
+    all_cases: list[common.CaseResult] = []
+    all_targets: list[common.Target] = []
+    per_section: list[tuple[str, list[common.CaseResult]]] = []
+    for name, mod in modules.items():
+        print(f"== {name}: {mod.TITLE}\n", flush=True)
+        cases = mod.run(ctx)
+        progress.clear()
+        tg = mod.targets(cases)
+        print(common.format_targets(tg))
+        print(flush=True)
+        all_cases += cases
+        all_targets += tg
+        per_section.append((mod.TITLE, cases))
+    elapsed = time.perf_counter() - started
+    print(f"done in {elapsed:.1f} s")
+
+    if args.png:
+        from .chart import ChartUnavailable, write_png
+
+        try:
+            write_png(args.png, per_section, f"jax_lngb benchmark on {info['cpu']}, {info['cores']} cores")
+            print(f"chart written to {args.png}")
+        except ChartUnavailable as e:
+            print(f"--png: no chart written: {e}", file=sys.stderr)
+    if args.json:
+        doc = {
+            "machine": info,
+            "args": {k: ([list(s) for s in v] if k == "shapes" and v else v) for k, v in vars(args).items()},
+            "elapsed_s": elapsed,
+            "cases": [c.to_json() for c in all_cases],
+            "targets": [t.to_json() for t in all_targets],
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"JSON written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,489 @@
+"""The benchmark framework: timing, results, the streaming-read probe, the
+progress line and the report tables that every section shares.
+
+A section (``reduction``, ``layer_norm``) builds its inputs, wraps each
+implementation as an `Impl` (a no-argument callable returning its outputs,
+already waited for), and hands them to `BenchContext.measure`, which runs
+warm-up calls and then times ``reps`` calls of each; the median is the
+figure. The section then measures accuracy from the outputs each
+implementation's last call left in ``result.outputs`` and reports the case
+through ``ctx.on_case``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TextIO
+
+import numpy as np
+
+DTYPE_NAMES = {
+    "f32": "float32",
+    "float32": "float32",
+    "f16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+}
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
+# L3 size used when the machine does not say.
+FALLBACK_L3_BYTES = 32 << 20
+
+
+# ----------------------------------------------------------- small helpers
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """'65536x768' -> (65536, 768)."""
+    try:
+        shape = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"bad shape {text!r}: write dimensions joined by 'x', e.g. 65536x768") from None
+    if not shape or any(d < 0 for d in shape):
+        raise ValueError(f"bad shape {text!r}")
+    return shape
+
+
+def parse_dtype(text: str) -> str:
+    """'bf16' -> 'bfloat16'; the canonical NumPy/JAX names pass through."""
+    try:
+        return DTYPE_NAMES[text.lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {text!r}: use one of f32, f16, bf16") from None
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def ready(x: Any) -> Any:
+    """Waits until every JAX array in the pytree `x` is computed; returns `x`.
+
+    NumPy arrays and PyTorch CPU tensors are complete when their call
+    returns, so they pass through (jax.block_until_ready would try to treat
+    them as JAX values)."""
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves(x):
+        if isinstance(leaf, jax.Array):
+            leaf.block_until_ready()
+    return x
+
+
+def ulp(values: np.ndarray, dtype_name: str) -> np.ndarray:
+    """The spacing of `dtype_name` at |values| (float64 array).
+
+    bfloat16 is not a NumPy type: its spacing is 2^(floor(log2|v|) - 7)
+    (8 significant bits), with zero and subnormals taken at the smallest
+    normal number."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    if dtype_name == "bfloat16":
+        tiny = 2.0**-126
+        return np.exp2(np.floor(np.log2(np.maximum(v, tiny))) - 7)
+    dt = np.dtype(dtype_name)
+    with np.errstate(over="ignore"):
+        return np.spacing(v.astype(dt)).astype(np.float64)
+
+
+def l3_bytes() -> int:
+    """Size of the last-level (L3) cache cpu0 sees, from sysfs; 32 MiB when
+    the machine does not say."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            path = os.path.join(base, entry)
+            try:
+                with open(os.path.join(path, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(path, "size")) as f:
+                    size = f.read().strip()
+            except (OSError, ValueError):
+                continue
+            if level != 3:
+                continue
+            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+            if size and size[-1].upper() in units:
+                return int(size[:-1]) * units[size[-1].upper()]
+            return int(size)
+    except (OSError, ValueError):
+        pass
+    return FALLBACK_L3_BYTES
+
+
+# ---------------------------------------------------- streaming-read probe
+
+STREAM_READ_TARGET = "jax_lngb_stream_read"
+
+
+@functools.cache
+def _stream_read_jit() -> Callable[..., Any]:
+    import jax
+    import jax.numpy as jnp
+
+    from jax_lngb import _native
+
+    if STREAM_READ_TARGET not in _native.register_cpu_targets():
+        raise RuntimeError(
+            f"the compiled extension has no {STREAM_READ_TARGET!r} handler: rebuild it "
+            "(pip install . or cpp/dev_build.sh)"
+        )
+
+    def probe(*arrays):
+        out = jax.ShapeDtypeStruct((2,), jnp.uint32)
+        return jax.ffi.ffi_call(STREAM_READ_TARGET, out)(*arrays)
+
+    return jax.jit(probe)
+
+
+def stream_read(*arrays: Any) -> Any:
+    """Reads every byte of `arrays` once with all of XLA's CPU threads (the
+    C++ probe kernel behind the ``jax_lngb_stream_read`` custom call).
+
+    Returns uint32[2]: the low and high halves of the wrapping 64-bit sum of
+    every array's bytes read as little-endian 64-bit words (the last word of
+    each array zero-padded); `words_checksum` computes the same in NumPy."""
+    return _stream_read_jit()(*arrays)
+
+
+def stream_read_checksum(*arrays: Any) -> int:
+    """`stream_read` as one Python int."""
+    lo, hi = (int(v) for v in np.asarray(stream_read(*arrays)))
+    return lo | (hi << 32)
+
+
+def words_checksum(*arrays: Any) -> int:
+    """NumPy reference of the probe's result."""
+    total = 0
+    for a in arrays:
+        raw = np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8)
+        pad = -raw.size % 8
+        if pad:
+            raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
+        total += int(raw.view("<u8").sum(dtype=np.uint64))
+    return total % (1 << 64)
+
+
+# ------------------------------------------------------------ result types
+
+
+@dataclasses.dataclass
+class Impl:
+    """One implementation of a case: `fn()` runs it once and returns its
+    outputs, already waited for. `bytes_read` overrides the case's byte count
+    (the probe reads its own bytes)."""
+
+    name: str
+    fn: Callable[[], Any]
+    note: str = ""
+    bytes_read: int | None = None
+
+
+@dataclasses.dataclass
+class ImplResult:
+    name: str
+    note: str
+    bytes_read: int
+    times_ms: list[float]
+    ms: float | None  # median; None when the implementation failed
+    errors: dict[str, Any] = dataclasses.field(default_factory=dict)
+    failed: str | None = None
+    # The last call's outputs, for the section's accuracy check; the section
+    # drops them once it has measured errors.
+    outputs: Any = dataclasses.field(default=None, repr=False)
+
+    @property
+    def gbps(self) -> float | None:
+        if not self.ms:
+            return None
+        return self.bytes_read / (self.ms * 1e-3) / 1e9
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """One shape/dtype (and pass) with every implementation's timing."""
+
+    label: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes_read: int
+    cache_resident: bool
+    extra: dict[str, Any]
+    results: dict[str, ImplResult]
+    # Names of the reference implementations inside `results`.
+    ours: str = "ours"
+    probe: str = "probe"
+
+    def _ms(self, name: str) -> float | None:
+        r = self.results.get(name)
+        return r.ms if r is not None and r.ms else None
+
+    def vs_ours(self, other: str) -> float | None:
+        """time(other) / time(ours): above 1, ours is faster."""
+        t_other, t_ours = self._ms(other), self._ms(self.ours)
+        if t_other is None or t_ours is None:
+            return None
+        return t_other / t_ours
+
+    def fraction_of_probe(self, name: str) -> float | None:
+        """GB/s of `name` for the case's bytes over the probe's GB/s for its
+        own bytes: 1 means streaming the case's bytes at the probe's rate."""
+        t = self._ms(name)
+        probe = self.results.get(self.probe)
+        if t is None or probe is None or probe.gbps is None:
+            return None
+        return (self.bytes_read / (t * 1e-3) / 1e9) / probe.gbps
+
+    def to_json(self) -> dict[str, Any]:
+        results = {}
+        for name, r in self.results.items():
+            results[name] = {
+                "ms": r.ms,
+                "times_ms": r.times_ms,
+                "gbps": r.gbps,
+                "fraction_of_probe": self.fraction_of_probe(name),
+                "vs_ours": self.vs_ours(name),
+                "bytes_read": r.bytes_read,
+                "errors": _jsonable(r.errors),
+                "note": r.note,
+                "failed": r.failed,
+            }
+        return {
+            "label": self.label,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "bytes_read": self.bytes_read,
+            "cache_resident": self.cache_resident,
+            "extra": _jsonable(self.extra),
+            "results": results,
+        }
+
+
+@dataclasses.dataclass
+class Target:
+    """A goal checked on the measured cases; `passed` is None when the
+    figure is missing (an implementation was not run)."""
+
+    what: str
+    value: float | None
+    goal: str
+    passed: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"what": self.what, "value": _finite_or_none(self.value), "goal": self.goal, "passed": self.passed}
+
+
+def _finite_or_none(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain JSON types (NumPy scalars, tuples, non-finite floats made safe)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float):
+        return _finite_or_none(x)
+    return x
+
+
+# ---------------------------------------------------------------- progress
+
+
+class Progress:
+    """One status line on stderr: rewritten in place on a terminal; on a
+    pipe or file only forced messages (and at most one other every few
+    seconds) become lines, so logs stay short."""
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None, interval_s: float = 5.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and self.stream.isatty()
+        self.interval_s = interval_s
+        self._last = 0.0
+        self._width = 0
+
+    def show(self, label: str, msg: str, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        line = f"{label}: {msg}" if label else msg
+        if self.tty:
+            pad = max(0, self._width - len(line))
+            self.stream.write("\r" + line + " " * pad)
+            self._width = len(line)
+            self.stream.flush()
+            return
+        now = time.monotonic()
+        if force or now - self._last >= self.interval_s:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self._last = now
+
+    def clear(self) -> None:
+        """Erases the status line before ordinary output is printed."""
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+# ----------------------------------------------------------------- context
+
+
+@dataclasses.dataclass
+class BenchContext:
+    """What a section needs from the command line and the report."""
+
+    shapes: list[tuple[int, ...]] | None = None  # None: the section's defaults
+    dtypes: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_DTYPES))
+    reps: int = 10
+    warmup: int = 2
+    impls: set[str] | None = None  # None: every implementation
+    seed: int = 0
+    l3_bytes: int = FALLBACK_L3_BYTES
+    progress: Progress = dataclasses.field(default_factory=lambda: Progress(False))
+    on_case: Callable[[CaseResult], None] | None = None
+
+    def wants(self, name: str) -> bool:
+        return self.impls is None or name in self.impls
+
+    def cases(self, section: str, default_shapes: Sequence[tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], str]]:
+        """(shape, dtype name) for every case of a section, shape-major."""
+        shapes = self.shapes if self.shapes is not None else list(default_shapes)
+        for shape in shapes:
+            for dtype in self.dtypes:
+                yield tuple(shape), dtype
+
+    def status(self, label: str, msg: str, force: bool = False) -> None:
+        self.progress.show(label, msg, force=force)
+
+    def is_cache_resident(self, bytes_read: int) -> bool:
+        return bytes_read <= self.l3_bytes
+
+    def measure(
+        self,
+        label: str,
+        shape: Sequence[int],
+        dtype: str,
+        bytes_read: int,
+        impls: Iterable[Impl],
+        extra: dict[str, Any] | None = None,
+    ) -> CaseResult:
+        """Times every implementation on the case: `warmup` untimed calls,
+        then `reps` timed ones; the median is the figure. An implementation
+        that raises is reported as failed, and the others still run."""
+        results: dict[str, ImplResult] = {}
+        for impl in impls:
+            results[impl.name] = self._time_one(label, impl, bytes_read)
+        return CaseResult(
+            label=label,
+            shape=tuple(int(d) for d in shape),
+            dtype=dtype,
+            bytes_read=int(bytes_read),
+            cache_resident=self.is_cache_resident(bytes_read),
+            extra=dict(extra or {}),
+            results=results,
+        )
+
+    def _time_one(self, label: str, impl: Impl, case_bytes: int) -> ImplResult:
+        nbytes = int(impl.bytes_read if impl.bytes_read is not None else case_bytes)
+        result = ImplResult(impl.name, impl.note, nbytes, [], None)
+        try:
+            out = None
+            for i in range(max(self.warmup, 0)):
+                self.status(label, f"{impl.name} warm-up {i + 1}/{self.warmup}")
+                out = impl.fn()
+            times = []
+            # The collector would otherwise pause a timed call now and then.
+            gc.collect()
+            gc.disable()
+            try:
+                for i in range(max(self.reps, 1)):
+                    self.status(label, f"{impl.name} {i + 1}/{self.reps}")
+                    t0 = time.perf_counter()
+                    out = impl.fn()
+                    times.append((time.perf_counter() - t0) * 1e3)
+            finally:
+                gc.enable()
+        except Exception as e:  # a peer library failing must not end the run
+            result.failed = f"{type(e).__name__}: {e}"
+            self.status(label, f"{impl.name} failed: {result.failed}", force=True)
+            return result
+        result.times_ms = times
+        result.ms = statistics.median(times)
+        result.outputs = out
+        return result
+
+
+# ------------------------------------------------------------------ report
+
+
+def _fmt(v: float | None, spec: str, missing: str = "-") -> str:
+    if v is None:
+        return missing
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return format(v, spec)
+
+
+def _human_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_case(case: CaseResult) -> str:
+    """The table of one case, as printed while the benchmark runs."""
+    where = "cache-resident" if case.cache_resident else "from memory"
+    lines = [f"{case.label}  ({_human_bytes(case.bytes_read)} read, {where})"]
+    for note in case.extra.get("notes", ()):
+        lines.append(f"  {note}")
+    header = ("impl", "ms", "GB/s", "of probe", "vs ours", "max abs err", "max rel err", "ulps", "note")
+    rows = []
+    for name, r in case.results.items():
+        e = r.errors or {}
+        if r.failed:
+            rows.append((name, "failed", "", "", "", "", "", "", r.failed[:120]))
+            continue
+        rows.append(
+            (
+                name,
+                _fmt(r.ms, ".3f"),
+                _fmt(r.gbps, ".1f"),
+                _fmt(case.fraction_of_probe(name), ".2f"),
+                _fmt(case.vs_ours(name), ".2f", "-") + ("x" if case.vs_ours(name) is not None else ""),
+                _fmt(e.get("max_abs"), ".2e"),
+                _fmt(e.get("max_rel"), ".2e"),
+                _fmt(e.get("max_ulps"), ".2f"),
+                r.note,
+            )
+        )
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  " + "  ".join(cells) + "  " + str(row[-1]))
+    return "\n".join(lines)
+
+
+def format_targets(targets: Sequence[Target]) -> str:
+    if not targets:
+        return "Targets: none apply to the cases measured."
+    lines = ["Targets (PASS / FAIL / n/a when a figure is missing):"]
+    for t in targets:
+        state = "n/a " if t.passed is None else ("PASS" if t.passed else "FAIL")
+        lines.append(f"  {state}  {t.what}: {_fmt(t.value, '.4g', 'n/a')} (goal {t.goal})")
+    return "\n".join(lines)

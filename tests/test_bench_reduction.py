@@ -1,0 +1,225 @@
+"""`python -m jax_lngb.bench` (the reduction section, the framework and the
+streaming-read probe) on tiny shapes: it runs, reports every implementation
+with the right byte counts, ours is as accurate as rounding the exact sums
+allows, and the probe provably reads every byte. Timings are never asserted."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jax_lngb.bench import common
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = ["64x128", "3x40x96", "8x1000"]
+DTYPES = ["f32", "bf16", "f16"]
+NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+# max |error| / max |sum| for the peers that accumulate in float32.
+TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+
+
+def _torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _run_bench(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "jax_lngb.bench", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    out, png = tmp / "red.json", tmp / "red.png"
+    proc = _run_bench("--shapes", *SHAPES, "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1",
+                      "--json", str(out), "--png", str(png), "--no-progress")
+    return proc, json.loads(out.read_text()), png
+
+
+def test_document_structure(bench):
+    proc, doc, _ = bench
+    assert set(doc) >= {"machine", "args", "cases", "targets"}
+    m = doc["machine"]
+    for key in ("cpu", "cores", "l3_bytes", "jax", "jaxlib", "numpy", "torch", "isa"):
+        assert key in m
+    assert m["isa"] in ("generic", "avx2", "avx512")
+    assert doc["args"]["section"] == "reduction" and doc["args"]["reps"] == 2
+    got = [(tuple(c["shape"]), c["dtype"]) for c in doc["cases"]]
+    want = [(tuple(int(d) for d in s.split("x")), NAMES[t]) for s in SHAPES for t in DTYPES]
+    assert got == want
+    for c in doc["cases"]:
+        assert c["label"] in proc.stdout
+        for r in c["results"].values():
+            assert set(r) >= {"ms", "times_ms", "gbps", "fraction_of_probe", "vs_ours", "bytes_read", "errors", "note"}
+            assert r["failed"] is None, r
+            assert len(r["times_ms"]) == 2 and r["ms"] > 0 and r["gbps"] > 0
+    assert "Targets" in proc.stdout
+
+
+def test_implementations_and_bytes(bench):
+    _, doc, _ = bench
+    want = {"ours", "xla", "numpy", "probe"} | ({"torch"} if _torch_available() else set())
+    for c in doc["cases"]:
+        assert set(c["results"]) == want, (c["label"], set(c["results"]))
+        nbytes = 2 * math.prod(c["shape"]) * ITEMSIZE[c["dtype"]]
+        assert c["bytes_read"] == nbytes
+        for r in c["results"].values():
+            assert r["bytes_read"] == nbytes
+        assert c["results"]["ours"]["vs_ours"] == 1.0
+        probe = c["results"]["probe"]
+        assert probe["fraction_of_probe"] == pytest.approx(1.0)
+        assert probe["errors"] == {}
+
+
+def test_cache_resident_labels(bench):
+    proc, doc, _ = bench
+    l3 = doc["machine"]["l3_bytes"]
+    assert l3 > 0
+    for c in doc["cases"]:
+        assert c["cache_resident"] == (c["bytes_read"] <= l3)
+    assert "cache-resident" in proc.stdout
+
+
+def test_accuracy(bench):
+    _, doc, _ = bench
+    for c in doc["cases"]:
+        for name in ("ours", "xla", "numpy"):
+            e = c["results"][name]["errors"]
+            assert set(e["per_output"]) == {"pd_gamma", "pd_beta"}
+            assert 0 <= e["max_rel"] <= TOLERANCE[c["dtype"]], (c["label"], name, e)
+        # Ours is the exact sum rounded once, up to float32 accumulation.
+        assert c["results"]["ours"]["errors"]["vs_rounding"] <= 1, c["label"]
+        if "torch" in c["results"]:
+            assert c["results"]["torch"]["errors"]["max_abs"] >= 0
+
+
+def test_targets(bench):
+    _, doc, _ = bench
+    whats = [t["what"] for t in doc["targets"]]
+    assert any(w.startswith("every case: xla / ours time") for w in whats)
+    assert any(w.startswith("every case: numpy / ours time") for w in whats)
+    for t in doc["targets"]:
+        assert set(t) == {"what", "value", "goal", "passed"}
+        if "error" in t["what"]:
+            assert t["passed"] is True, t
+
+
+def test_png_or_clear_message(bench):
+    proc, _, png = bench
+    if _matplotlib_available():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert not png.exists()
+        assert "matplotlib is not installed" in proc.stderr
+
+
+def test_threads_and_impl_selection(tmp_path):
+    out = tmp_path / "t.json"
+    _run_bench("--shapes", "16x64", "--dtypes", "bf16", "--reps", "2", "--warmup", "0", "--threads", "1",
+               "--impls", "ours", "probe", "--json", str(out), "--no-progress")
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["xla_threads"] == 1
+    (case,) = doc["cases"]
+    assert set(case["results"]) == {"ours", "probe"}
+    assert case["results"]["ours"]["vs_ours"] == 1.0
+
+
+# ------------------------------------------------------ the probe in-process
+
+
+@pytest.mark.parametrize(
+    "arrays",
+    [
+        lambda rng: (rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)),
+        lambda rng: (jnp.asarray(rng.standard_normal((3, 5))).astype(jnp.bfloat16),),
+        lambda rng: (rng.integers(-128, 127, 13, dtype=np.int8), rng.standard_normal(7).astype(np.float16)),
+        # Several tasks (more than 1 MiB), odd sizes, three buffers of three dtypes.
+        lambda rng: (
+            rng.standard_normal(3 * 2**18 + 5).astype(np.float32),
+            rng.standard_normal((1001, 517)).astype(np.float16),
+            rng.integers(0, 2**31, 2**20 + 3, dtype=np.int32),
+        ),
+        lambda rng: (np.zeros((0, 8), np.float32), np.ones(3, np.float32)),
+    ],
+    ids=["f32_pair", "bf16", "int8_f16_tails", "large_three", "empty"],
+)
+def test_probe_reads_every_byte(arrays):
+    arrs = arrays(np.random.default_rng(0))
+    assert common.stream_read_checksum(*arrs) == common.words_checksum(*arrs)
+    out = common.stream_read(*arrs)
+    assert out.shape == (2,) and out.dtype == jnp.uint32
+
+
+def test_probe_changes_with_any_byte():
+    a = np.arange(100_003, dtype=np.uint8)
+    base = common.stream_read_checksum(a)
+    for i in (0, 63, 64, 50_000, 100_002):
+        b = a.copy()
+        b[i] ^= 1
+        assert common.stream_read_checksum(b) != base, i
+
+
+# ------------------------------------------------------------- helpers
+
+
+def test_ulp():
+    assert common.ulp(np.array([1.0]), "float32")[0] == 2.0**-23
+    assert common.ulp(np.array([1.0]), "float16")[0] == 2.0**-10
+    assert common.ulp(np.array([1.0, -3.0]), "bfloat16").tolist() == [2.0**-7, 2.0**-6]
+    assert common.ulp(np.array([0.0]), "bfloat16")[0] == 2.0**-133
+
+
+def test_parse_options():
+    assert common.parse_shape("3x40x96") == (3, 40, 96)
+    assert common.parse_dtype("BF16") == "bfloat16"
+    with pytest.raises(ValueError):
+        common.parse_shape("64by128")
+    with pytest.raises(ValueError):
+        common.parse_dtype("f64")
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_line():
+    tty = _Tty()
+    p = common.Progress(True, tty)
+    p.show("case", "ours 1/10")
+    p.show("case", "x")
+    p.clear()
+    assert tty.getvalue().startswith("\rcase: ours 1/10\rcase: x")
+    assert "\n" not in tty.getvalue()
+    pipe = io.StringIO()
+    q = common.Progress(True, pipe, interval_s=3600)
+    q.show("case", "first")
+    q.show("case", "skipped")
+    q.show("case", "forced", force=True)
+    assert pipe.getvalue().splitlines() == ["case: first", "case: forced"]
