@@ -45,6 +45,7 @@ from ._ffi_call import apply_impl, cpu_lowering
 from ._formulas import backward_jnp
 from ._validate import (
     check_batch_dims,
+    check_epsilon,
     check_kernel_dtype,
     check_param,
     check_row_stats,
@@ -89,6 +90,7 @@ def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dty
     check_kernel_dtype(fn, "gamma", gamma.dtype)
     check_param(fn, "gamma", gamma.shape, x.shape, batch_dims)
     check_kernel_dtype(fn, "out_dtype", out_dtype)
+    check_epsilon(fn, epsilon)
     inputs = (dy, variance, mean, gamma)
     dx = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
     # Sums over rows: they vary over whatever manual axes the rows do.

@@ -37,7 +37,7 @@ from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ._partitioning import ROWS as ROWS_ROLE
 from ._ffi_call import apply_impl, cpu_lowering
 from ._formulas import forward_jnp
-from ._validate import check_batch_dims, check_kernel_dtype, check_param
+from ._validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
 
 FFI_TARGET = "jax_lngb_layer_norm_forward"
 BACKWARDS = ("fused", "chained")
@@ -70,7 +70,10 @@ def _abstract_eval(x, gamma, beta, *, epsilon, batch_dims, backward):
     for name, p in (("gamma", gamma), ("beta", beta)):
         check_kernel_dtype(fn, name, p.dtype)
         check_param(fn, name, p.shape, x.shape, batch_dims)
-    assert backward in BACKWARDS, backward
+    # Checked here too (not only in `layer_norm`): a primitive bound directly
+    # must not reach the kernel with an epsilon it would silently misuse.
+    check_epsilon(fn, epsilon)
+    check_choice(fn, "backward", backward, BACKWARDS)
     y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(gamma, beta))
     stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=(gamma, beta))
     return y, stats, stats

@@ -144,6 +144,7 @@ def _check_operands(dy, x, variance, mean, gamma, *, batch_dims):
 
 def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
     _check_operands(dy, x, variance, mean, gamma, batch_dims=batch_dims)
+    check_epsilon(_FN, epsilon)  # the primitive may be bound directly
     # Typed like x: row-sharded like it, varying over its manual axes.
     out = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(dy, variance, mean, gamma))
     return out, out

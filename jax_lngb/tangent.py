@@ -36,7 +36,18 @@ from ._avals import derived_aval, psum_to_match
 from ._batching import PARAM, ROWS, move_to_groups
 from ._ffi_call import apply_impl
 from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
-from ._validate import KERNEL_DTYPES, check_param, check_row_stats, check_same_shape
+from ._validate import (
+    KERNEL_DTYPES,
+    check_batch_dims,
+    check_choice,
+    check_epsilon,
+    check_kernel_dtype,
+    check_param,
+    check_row_stats,
+    check_same_dtype,
+    check_same_shape,
+)
+from .forward import BACKWARDS
 
 layer_norm_tangent_p = Primitive("layer_norm_tangent")
 layer_norm_tangent_p.multiple_results = True
@@ -58,12 +69,21 @@ def layer_norm_tangent_ref(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, ep
 
 
 def _abstract_eval(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
+    # The same checks as the kernel primitives: its transpose binds them
+    # with these operands, and a bad one must fail here, while tracing.
     fn = "layer_norm (tangent)"
+    batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
+    check_kernel_dtype(fn, "x", x.dtype)
     check_same_shape(fn, "x", x.shape, "t_x", t_x.shape)
+    check_same_dtype(fn, "x", x.dtype, "t_x", t_x.dtype)
     for name, p in (("t_gamma", t_gamma), ("t_beta", t_beta), ("gamma", gamma)):
+        check_kernel_dtype(fn, name, p.dtype)
         check_param(fn, name, p.shape, x.shape, batch_dims)
     for name, s in (("variance", variance), ("mean", mean)):
+        check_kernel_dtype(fn, name, s.dtype)
         check_row_stats(fn, name, s.shape, x.shape)
+    check_epsilon(fn, epsilon)
+    check_choice(fn, "backward", backward, BACKWARDS)
     inputs = (t_x, t_gamma, t_beta, variance, mean, gamma)
     t_y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
     stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=inputs)

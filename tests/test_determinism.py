@@ -6,6 +6,11 @@ Subprocess probes vary what only a fresh process can (XLA's CPU threading,
 CPU affinity, the forced ISA variant); everything else runs in-process.
 To cover a new primitive, add its calls to PROBE's CASES (subprocess) and
 to IN_PROCESS below.
+
+The LayerNorm primitives (forward, LayerNormGrad, the fused and chained
+backward) have their subprocess probe in test_layer_norm_determinism.py
+(runs, thread counts, affinity, ISA variants); the in-process checks (eager
+vs jit, vmap vs per element) are at the end of this file.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, random_array, run_python
 
-from jax_lngb import _native, layer_norm, layer_norm_grad_beta
+from jax_lngb import _native, layer_norm, layer_norm_forward_p, layer_norm_grad, layer_norm_grad_beta
 
 # Computes results for a few shapes/dtypes and prints a digest of their bits.
 # Every branch of the partition appears: many row blocks, column chunks
@@ -269,3 +274,112 @@ def test_layer_norm_gradients_run_to_run(rng):
     loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b).astype(jnp.float32) * w)  # noqa: E731
     grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
     assert_bitwise(grad(x, gamma, beta), grad(x, gamma, beta), "layer_norm grads")
+
+
+# ------------------------------------------------- LayerNorm, in-process
+
+
+def layer_norm_vjp(backward: str):
+    """(y, dx, dgamma, dbeta) of layer_norm for the cotangent dy."""
+
+    def f(x, gamma, beta, dy):
+        y, pullback = jax.vjp(lambda *a: layer_norm(*a, backward=backward), x, gamma, beta)
+        return (y, *pullback(dy))
+
+    return f
+
+
+def forward_stats(x, gamma, beta):
+    """y and the float32 statistics the forward kernel returns."""
+    return layer_norm_forward_p.bind(x, gamma, beta, epsilon=1e-5, batch_dims=0, backward="fused")
+
+
+# name -> (function, the operands it takes)
+LN_FUNCTIONS = {
+    "forward": (forward_stats, ("x", "gamma", "beta")),
+    "grad": (layer_norm_grad, ("dy", "x", "variance", "mean", "gamma")),
+    "vjp-fused": (layer_norm_vjp("fused"), ("x", "gamma", "beta", "dy")),
+    "vjp-chained": (layer_norm_vjp("chained"), ("x", "gamma", "beta", "dy")),
+}
+
+
+def layer_norm_operands(rng, shape, dtype, param_dtype=jnp.float32) -> dict:
+    h = shape[-1]
+    x = random_array(rng, shape, dtype, scale=3.0)
+    ops = {
+        "x": x,
+        "dy": random_array(rng, shape, dtype),
+        "gamma": (1 + 0.1 * rng.standard_normal(h)).astype(np.float32).astype(param_dtype),
+        "beta": (0.1 * rng.standard_normal(h)).astype(np.float32).astype(param_dtype),
+    }
+    _, ops["mean"], ops["variance"] = jax.jit(forward_stats)(x, ops["gamma"], ops["beta"])
+    return ops
+
+
+# Several row blocks, one long row per block, a vmapped-like 3-d shape with
+# an odd H, rank 1, no rows.
+LN_SHAPES = [(3000, 96), (4, 20000), (3, 700, 33), (7,), (0, 9)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", LN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_layer_norm_eager_jit_disable_jit_and_fused_agree(shape, dtype, rng):
+    ops = layer_norm_operands(rng, shape, dtype, param_dtype=dtype)
+    for name, (f, names) in LN_FUNCTIONS.items():
+        args = [ops[n] for n in names]
+        eager = f(*args)
+        jitted = jax.jit(f)(*args)
+        with jax.disable_jit():
+            nojit = f(*args)
+        # Inside a bigger jitted computation; a * 1 is exact.
+        fused = jax.jit(lambda *a, f=f: f(*(v * jnp.asarray(1, v.dtype) for v in a)))(*args)
+        assert_bitwise(eager, jitted, f"{name}: eager vs jit")
+        assert_bitwise(eager, nojit, f"{name}: eager vs disable_jit")
+        assert_bitwise(eager, fused, f"{name}: eager vs fused jit")
+
+
+# (function, per-example shape, in_axes): None leaves an operand unbatched
+# (the same for every element), an int maps that axis of it.
+LN_VMAP_CASES = [
+    ("forward", (500, 40), (0, 0, 0)),
+    ("forward", (500, 40), (-1, None, 0)),
+    ("grad", (300, 33), (0, 0, 0, 0, 0)),
+    ("grad", (300, 33), (None, 1, 1, 1, None)),
+    ("vjp-fused", (400, 48), (0, 0, 0, 0)),
+    ("vjp-fused", (400, 48), (1, None, None, 1)),
+    ("vjp-fused", (2, 200, 48), (0, None, 0, 2)),
+    ("vjp-chained", (400, 48), (0, None, 0, 0)),
+    ("vjp-chained", (400, 48), (2, 0, None, 2)),
+]
+
+
+def stack(examples: list[np.ndarray], axis) -> np.ndarray:
+    """The per-example arrays stacked along `axis` (None: the first one,
+    unbatched)."""
+    return examples[0] if axis is None else np.stack(examples, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("fn,shape,in_axes", LN_VMAP_CASES, ids=lambda v: str(v).replace(" ", ""))
+def test_layer_norm_vmapped_equals_unbatched_per_element(fn, shape, in_axes, dtype, rng):
+    f, names = LN_FUNCTIONS[fn]
+    size = 5
+    per = [layer_norm_operands(rng, shape, dtype, param_dtype=dtype) for _ in range(size)]
+    args = [stack([p[n] for p in per], ax) for n, ax in zip(names, in_axes, strict=True)]
+    batched = jax.jit(jax.vmap(f, in_axes=in_axes))(*args)
+    one = jax.jit(f)
+    for i in range(size):
+        # An unbatched operand is the first example's for every element.
+        want = one(*[per[i if ax is not None else 0][n] for n, ax in zip(names, in_axes)])
+        assert_bitwise([b[i] for b in batched], want, f"{fn} element {i}")
+
+
+def test_layer_norm_nested_vmap_equals_unbatched(rng):
+    f = layer_norm_vjp("fused")
+    per = [[layer_norm_operands(rng, (150, 24), jnp.bfloat16) for _ in range(3)] for _ in range(2)]
+    args = [np.stack([np.stack([p[n] for p in row]) for row in per]) for n in ("x", "gamma", "beta", "dy")]
+    batched = jax.jit(jax.vmap(jax.vmap(f)))(*args)
+    for i in range(2):
+        for j in range(3):
+            want = jax.jit(f)(*[per[i][j][n] for n in ("x", "gamma", "beta", "dy")])
+            assert_bitwise([b[i, j] for b in batched], want, f"({i}, {j})")

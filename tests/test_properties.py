@@ -16,6 +16,15 @@ else. Profiles: conftest.py (`CI=true` selects the derandomized `ci` one).
 
 For a new primitive that returns gamma/beta sums, add a property that feeds
 `grad_beta_cases()` through it and checks with assert_float32_sums.
+
+The LayerNorm properties (forward, LayerNormGrad, the fused and chained
+backward) compare with float64 NumPy references under error bounds derived
+operation by operation from the kernels' float32 arithmetic (grad_bounds):
+each rounding contributes u = 2^-24 of the magnitude it acts on, every sum
+over H terms gamma_H times the sum of the magnitudes of its terms, then the
+output rounding. With NaN/Inf in x, dy, gamma or beta, the non-finite
+entries must be exactly the reference's (a row's NaN never reaches another
+row's y or dx), NaN columns of pd_gamma/pd_beta exactly the reference's.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is in the `test` extra")
 from conftest import (  # noqa: E402
     HALF_MIN_SUBNORMAL,
+    OVERFLOW_THRESHOLD,
     U32,
     UNIT_ROUNDOFF,
     assert_float32_sums,
@@ -40,7 +50,14 @@ from conftest import (  # noqa: E402
 from hypothesis import given, note, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from jax_lngb import layer_norm, layer_norm_grad_beta, layer_norm_ref  # noqa: E402
+from jax_lngb import (  # noqa: E402
+    layer_norm,
+    layer_norm_forward_p,
+    layer_norm_grad,
+    layer_norm_grad_beta,
+    layer_norm_grad_ref,
+    layer_norm_ref,
+)
 
 # LayerNorm examples compile a forward and a backward per new shape: they
 # get a fraction of the profile's example budget.
@@ -228,6 +245,11 @@ def test_vmapped_grad_beta_against_float64_per_element(case, data):
 
 # ------------------------------------------------------------ layer_norm
 
+# Where a special value may go in a LayerNorm example (x and dy are the
+# common case; a special in gamma or beta reaches every row).
+NORM_TARGETS = ("x", "x", "dy", "dy", "gamma", "beta")
+NON_FINITE = ("nan", "inf", "-inf")
+
 
 @dataclasses.dataclass(frozen=True)
 class NormCase:
@@ -238,6 +260,8 @@ class NormCase:
     scale: float
     epsilon: float
     seed: int
+    dy_scale: float = 1.0
+    specials: tuple[tuple[float, str, str], ...] = ()  # (position in [0, 1), value, array)
 
     def arrays(self):
         rng = np.random.default_rng(self.seed)
@@ -247,21 +271,174 @@ class NormCase:
         beta = (0.5 * rng.standard_normal(h)).astype(np.float32).astype(self.param_dtype)
         return x, gamma, beta
 
+    def with_dy(self):
+        """(x, gamma, beta, dy) with the specials put in place."""
+        x, gamma, beta = self.arrays()
+        rng = np.random.default_rng(self.seed ^ 0x5EED)
+        dy = (self.dy_scale * rng.standard_normal(self.shape)).astype(np.float32).astype(self.dtype)
+        arrays = {"x": x.reshape(-1), "dy": dy.reshape(-1), "gamma": gamma, "beta": beta}
+        for pos, name, where in self.specials:
+            a = arrays[where]
+            if a.size:
+                a[int(pos * a.size)] = special_value(name, a.dtype)
+        return x, gamma, beta, dy
+
 
 @st.composite
-def norm_cases(draw, min_rows: int = 0) -> NormCase:
-    rank = draw(st.integers(1 if min_rows == 0 else 2, 3))
-    h = draw(st.sampled_from([1, 2, 3, 8, 17, 64, 127, 768]))
-    lead = [draw(st.integers(min_rows if i == 0 else 1, 12)) for i in range(rank - 1)]
+def norm_cases(draw, min_rows: int = 0, specials: bool = False) -> NormCase:
+    """Rank 1-4 (any leading axis may be 0 unless min_rows asks for rows),
+    H from 1 to 768 with odd sizes; mostly small, sometimes big enough for
+    several row blocks."""
+    rank = draw(st.integers(1 if min_rows == 0 else 2, 4))
+    h = draw(st.sampled_from([1, 2, 3, 5, 8, 17, 33, 64, 127, 257, 768]))
+    remaining = max(1, (300_000 if draw(st.integers(0, 5)) == 0 else 20_000) // h)
+    lead = []
+    for i in range(rank - 1):
+        lo = min_rows if i == 0 else (1 if min_rows else 0)
+        d = draw(st.integers(lo, max(lo, min(remaining, 64))))
+        lead.append(d)
+        remaining = max(remaining // max(d, 1), 1)
+    spec = ()
+    if specials:
+        spec = tuple(
+            draw(
+                st.lists(
+                    st.tuples(
+                        st.floats(0, 1, exclude_max=True), st.sampled_from(NON_FINITE), st.sampled_from(NORM_TARGETS)
+                    ),
+                    max_size=4,
+                )
+            )
+        )
     return NormCase(
         shape=(*lead, h),
         dtype=draw(st.sampled_from(DTYPES)),
         param_dtype=draw(st.sampled_from(DTYPES)),
         offset=draw(st.sampled_from([0.0, 3.0, 100.0])),
-        scale=draw(st.sampled_from([2.0**-6, 1.0, 30.0])),
+        # 2^-20: 16-bit inputs are subnormal, the variance far below epsilon.
+        scale=draw(st.sampled_from([2.0**-20, 2.0**-6, 1.0, 30.0])),
         epsilon=draw(st.sampled_from([1e-5, 1e-3, 0.5])),
         seed=draw(st.integers(0, 2**32 - 1)),
+        dy_scale=draw(st.sampled_from([2.0**-20, 2.0**-10, 1.0, 2.0**10])),
+        specials=spec,
     )
+
+
+def gamma_n(n: float):
+    """Higham's gamma_n = n u / (1 - n u) for float32 (u = 2^-24)."""
+    return n * U32 / (1 - n * U32)
+
+
+def finite_or_zero(a):
+    return np.where(np.isfinite(a), a, 0.0)
+
+
+# A float32 result below the smallest normal may be flushed to zero (XLA's
+# CPU runtime runs with FTZ/DAZ): an absolute slack of that size.
+FTZ_SLACK = 2.0**-125
+
+
+def narrowed(err, ref, dtype):
+    """A float32 error bound plus the rounding of the result to `dtype`."""
+    ref = finite_or_zero(np.abs(ref))
+    return err + UNIT_ROUNDOFF[np.dtype(dtype)] * (ref + err) + HALF_MIN_SUBNORMAL[np.dtype(dtype)] + FTZ_SLACK
+
+
+def stats_bounds(x, mean_ref, var_ref):
+    """Bounds on the forward's float32 mean and variance of each row.
+
+    mean = fl(sum(x) / H): gamma_{H+1} times mean|x|. The variance is
+    sum((x - m)^2) / H with the float32 mean m; that equals the exact variance
+    plus (mean - m)^2, and each term carries 3 roundings, the sum gamma_H."""
+    h = x.shape[-1]
+    dm = gamma_n(h + 1) * np.abs(x).mean(-1)
+    dv = dm**2 + gamma_n(h + 4) * (var_ref + dm**2)
+    return dm + FTZ_SLACK, dv + FTZ_SLACK
+
+
+def grad_bounds(dy, x, variance, mean, gamma, eps):
+    """float64 bounds on the float32 errors of LayerNormGrad as the kernel
+    computes it (see the module docstring of jax_lngb.grad) from the given
+    float64 operands; returns (pd_x bound, res_for_gamma bound), before the
+    rounding to the output dtype. Non-finite entries are left to the
+    non-finite checks (their bound is meaningless).
+
+    Per row, with rstd = 1/sqrt(var + eps) (relative error 6u, the float32
+    epsilon included), x2 = x - mean and x1 = dy * gamma (one rounding each):
+      s0 = sum x1 x2, s1 = sum x1, s2 = sum x2: gamma_{H+3} M0,
+        gamma_{H+2} M1, gamma_{H+2} M2 with Mi the sums of magnitudes;
+      pd_var = -0.5 rstd^3 s0 (21u more); pd_mean = -rstd s1 + (pd_var/H)(-2 s2);
+      pd_x = (pd_var 2/H) x2 + pd_mean/H + x1 rstd; res = x2 rstd.
+    Every quantity's error is propagated to first order with its magnitude
+    bound (never its signed value), so the bound holds whatever cancels."""
+    h = x.shape[-1]
+    with np.errstate(all="ignore"):
+        rs = finite_or_zero(1.0 / np.sqrt(variance[..., None] + eps))
+        ax1 = finite_or_zero(np.abs(dy * gamma))
+        ax2 = finite_or_zero(np.abs(x - mean[..., None]))
+    m0 = (ax1 * ax2).sum(-1, keepdims=True)
+    m1 = ax1.sum(-1, keepdims=True)
+    m2 = ax2.sum(-1, keepdims=True)
+    d0, d1, d2 = gamma_n(h + 3) * m0, gamma_n(h + 2) * m1, gamma_n(h + 2) * m2
+    rs3 = rs**3
+    pv = 0.5 * rs3 * m0  # |pd_var| <= pv
+    dpv = 0.5 * rs3 * (d0 + gamma_n(21) * (m0 + d0))
+    a, da = rs * m1, rs * d1 + gamma_n(8) * rs * (m1 + d1)
+    b = (2 / h) * pv * m2
+    db = (2 / h) * (dpv * (m2 + d2) + pv * d2) + gamma_n(4) * (2 / h) * (pv + dpv) * (m2 + d2)
+    pm, dpm = a + b, da + db + gamma_n(1) * (a + b + da + db)  # |pd_mean| <= pm
+    av, dav = (2 / h) * pv, (2 / h) * (dpv + gamma_n(3) * (pv + dpv))
+    bv, dbv = pm / h, (dpm + gamma_n(3) * (pm + dpm)) / h
+    t1, dt1 = av * ax2, (dav + gamma_n(3) * (av + dav)) * ax2
+    t3, dt3 = ax1 * rs, gamma_n(9) * ax1 * rs
+    d_pd_x = dt1 + dbv + dt3 + gamma_n(2) * (t1 + bv + t3 + dt1 + dbv + dt3)
+    d_res = gamma_n(10) * ax2 * rs
+    return d_pd_x, d_res
+
+
+def assert_close_and_same_non_finite(got, ref, bound, what: str, nan_exact: bool = True, out_dtype=None) -> None:
+    """Finite exactly where `ref` is finite, and there within `bound`; NaN
+    exactly where `ref` is NaN when nan_exact (an Inf input may make a sum
+    inf - inf in one precision and a signed infinity in the other). With
+    out_dtype, a finite value whose rounding to that dtype may overflow
+    (float16: |value| near 65520) may come out as the infinity of its sign."""
+    g = np.asarray(got, np.float64)
+    fin_g, fin_r = np.isfinite(g), np.isfinite(ref)
+    if out_dtype is not None:
+        with np.errstate(invalid="ignore"):
+            may_overflow = fin_r & (np.abs(ref) + bound >= OVERFLOW_THRESHOLD[np.dtype(out_dtype)])
+            overflowed = may_overflow & np.isinf(g) & (np.sign(g) == np.sign(ref))
+        fin_g = fin_g | overflowed
+        g = np.where(overflowed, ref, g)
+    bad = np.argwhere(fin_g != fin_r)
+    assert bad.size == 0, f"{what}: finite where the reference is not (or vice versa) at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+    if nan_exact:
+        bad = np.argwhere(np.isnan(g) != np.isnan(ref))
+        assert bad.size == 0, f"{what}: NaN pattern differs at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+    with np.errstate(invalid="ignore"):
+        err = np.where(fin_r, np.abs(g - ref), 0.0)
+    over = err > bound
+    assert not over.any(), (
+        f"{what}: {over.sum()} of {over.size} values beyond the bound; worst at {tuple(np.argwhere(over)[0])}: "
+        f"err {err[over].max():.3g} vs bound {bound[over][np.argmax(err[over])]:.3g}"
+    )
+
+
+def assert_column_sums(got, terms, term_err, out_dtype, what: str, flush_to_zero: bool) -> None:
+    """Checks pd_gamma-like sums over rows of float64 `terms` [n, H] whose
+    float32 counterparts carry up to `term_err` each: NaN exactly where the
+    float64 sum is NaN, the same infinity where it is infinite, elsewhere
+    within gamma_{n+1} of the summed magnitudes plus the term errors and the
+    rounding to out_dtype (values stay far below float32's overflow here)."""
+    n = terms.shape[0]
+    g = np.asarray(got, np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = terms.sum(0)
+    mag = finite_or_zero(np.abs(terms)).sum(0)
+    terr = finite_or_zero(term_err).sum(0)
+    err = gamma_n(n + 1) * (mag + terr) + terr + n * (2.0**-125 if flush_to_zero else 2.0**-149)
+    bound = narrowed(err, ref, out_dtype)
+    assert_close_and_same_non_finite(g, ref, bound, what, out_dtype=out_dtype)
 
 
 @functools.cache
@@ -272,6 +449,32 @@ def jitted_layer_norm(epsilon: float):
         return jnp.sum(layer_norm(x, gamma, beta, epsilon=epsilon).astype(jnp.float32) * w)
 
     return jax.jit(functools.partial(layer_norm, epsilon=epsilon)), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+@functools.cache
+def jitted_forward_stats(epsilon: float):
+    """y and the float32 mean and variance the backward reuses."""
+    return jax.jit(
+        lambda x, g, b: layer_norm_forward_p.bind(x, g, b, epsilon=epsilon, batch_dims=0, backward="fused")
+    )
+
+
+@functools.cache
+def jitted_vjp(epsilon: float, backward: str):
+    def f(x, gamma, beta, dy):
+        y, pullback = jax.vjp(lambda *a: layer_norm(*a, epsilon=epsilon, backward=backward), x, gamma, beta)
+        return (y, *pullback(dy))
+
+    return jax.jit(f)
+
+
+@functools.cache
+def jitted_layer_norm_grad(epsilon: float):
+    return jax.jit(functools.partial(layer_norm_grad, epsilon=epsilon))
+
+
+def f64(a) -> np.ndarray:
+    return np.asarray(a, np.float64)
 
 
 @settings(max_examples=SOME)
@@ -293,6 +496,82 @@ def test_layer_norm_forward_against_float64(case):
     bound = bound + UNIT_ROUNDOFF[case.dtype] * (np.abs(ref) + bound) + HALF_MIN_SUBNORMAL[case.dtype]
     err = np.abs(np.asarray(y, np.float64) - ref)
     assert np.all(err <= bound), f"worst error {err.max()} (bound there {bound.flat[np.argmax(err)]})"
+    # The statistics the backward reuses, and y again: the same kernel.
+    y2, mean, var = jitted_forward_stats(case.epsilon)(x, gamma, beta)
+    assert mean.dtype == var.dtype == np.float32 and mean.shape == var.shape == x.shape[:-1]
+    np.testing.assert_array_equal(np.asarray(y2), np.asarray(y))
+    mean_ref, var_ref = x64.mean(-1), x64.var(-1)
+    dm, dv = stats_bounds(x64, mean_ref, var_ref)
+    assert np.all(np.abs(f64(mean) - mean_ref) <= dm), "mean"
+    assert np.all(np.abs(f64(var) - var_ref) <= dv), "variance"
+
+
+@settings(max_examples=SOME)
+@given(case=norm_cases(specials=True), data=st.data())
+def test_layer_norm_grad_against_float64(case, data):
+    """The public LayerNormGrad on given statistics, which may be 16-bit and
+    need not be x's own (the op is defined for any mean and variance)."""
+    x, gamma, _, dy = case.with_dy()
+    stats_dtype = data.draw(st.sampled_from(DTYPES), label="statistics dtype")
+    shift = data.draw(st.sampled_from([0.0, 0.25, -3.0]), label="mean shift (in standard deviations)")
+    with np.errstate(all="ignore"):
+        x64 = f64(x)
+        mean = (x64.mean(-1) + shift * x64.std(-1)).astype(np.float32).astype(stats_dtype)
+        var = x64.var(-1).astype(np.float32).astype(stats_dtype)
+    pd_x, res = jitted_layer_norm_grad(case.epsilon)(dy, x, var, mean, gamma)
+    assert pd_x.shape == res.shape == x.shape and pd_x.dtype == res.dtype == case.dtype
+    with np.errstate(all="ignore"):  # NaN and Inf rows are expected
+        ref_pd_x, ref_res = layer_norm_grad_ref(dy, x, var, mean, gamma, epsilon=case.epsilon)
+    d_pd_x, d_res = grad_bounds(f64(dy), x64, f64(var), f64(mean), f64(gamma), case.epsilon)
+    has_inf = any(name != "nan" for _, name, _ in case.specials)
+    note(f"specials {case.specials}")
+    for name, got, ref, err in (("pd_x", pd_x, ref_pd_x, d_pd_x), ("res_for_gamma", res, ref_res, d_res)):
+        assert_close_and_same_non_finite(got, ref, narrowed(err, ref, case.dtype), name, not has_inf, case.dtype)
+
+
+@settings(max_examples=SOME)
+@given(case=norm_cases(specials=True), backward=st.sampled_from(["fused", "chained"]))
+def test_layer_norm_backward_against_float64(case, backward):
+    """dx, pd_gamma and pd_beta of the VJP (the fused kernel, or CANN's chain
+    of LayerNormGrad and LayerNormGradBeta) against float64 from the same
+    float32 statistics; non-finite values go exactly where the float64
+    reference puts them: a NaN in a row of x spoils that row of y and dx
+    (and, through res_for_gamma, every pd_gamma column), never another row."""
+    x, gamma, beta, dy = case.with_dy()
+    y_stats, mean, var = jitted_forward_stats(case.epsilon)(x, gamma, beta)
+    y, dx, dgamma, dbeta = jitted_vjp(case.epsilon, backward)(x, gamma, beta, dy)
+    assert dx.shape == x.shape and dx.dtype == case.dtype
+    assert dgamma.shape == dbeta.shape == gamma.shape and dgamma.dtype == dbeta.dtype == case.param_dtype
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(y_stats))
+    h = x.shape[-1]
+    x64, dy64, g64, b64, m64, v64 = map(f64, (x, dy, gamma, beta, mean, var))
+    has_inf = any(name != "nan" for _, name, _ in case.specials)
+    note(f"specials {case.specials}")
+    with np.errstate(all="ignore"):
+        rs = 1.0 / np.sqrt(v64[..., None] + case.epsilon)
+        xhat = (x64 - m64[..., None]) * rs
+        y_ref = xhat * g64 + b64
+    # y from the kernel's own statistics: only its non-finite pattern here
+    # (test_layer_norm_forward_against_float64 bounds the finite values).
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(np.isfinite(f64(y)), np.isfinite(y_ref)), "y: non-finite entries differ"
+        if not has_inf:
+            assert np.array_equal(np.isnan(f64(y)), np.isnan(y_ref)), "y: NaN entries differ"
+
+    with np.errstate(all="ignore"):  # NaN and Inf rows are expected
+        ref_dx, ref_res = layer_norm_grad_ref(dy, x, var, mean, gamma, epsilon=case.epsilon)
+    d_dx, d_res = grad_bounds(dy64, x64, v64, m64, g64, case.epsilon)
+    assert_close_and_same_non_finite(dx, ref_dx, narrowed(d_dx, ref_dx, case.dtype), "dx", not has_inf, case.dtype)
+
+    # pd_gamma sums res_for_gamma * dy over rows: float32 res_for_gamma in
+    # the fused kernel, rounded to x's dtype in the chained one.
+    ftz = kernel_flushes_subnormals()
+    res_err = d_res if backward == "fused" else narrowed(d_res, ref_res, case.dtype)
+    with np.errstate(invalid="ignore"):
+        terms = (ref_res * dy64).reshape(-1, h)
+        term_err = (res_err * np.abs(dy64)).reshape(-1, h)
+    assert_column_sums(dgamma, terms, term_err, case.param_dtype, "pd_gamma", ftz)
+    assert_float32_sums(dbeta, grad_beta_terms(dy, dy, flush_to_zero=ftz)[1], case.param_dtype, "pd_beta", ftz)
 
 
 @settings(max_examples=FEW)

@@ -1,6 +1,13 @@
 """Bad input is refused at trace time with an error that names the function,
 the argument, what it got and what it needs.
 
+Covered: the public functions (layer_norm, layer_norm_grad,
+layer_norm_grad_beta) and every primitive bound directly (the grad-beta,
+forward, LayerNormGrad, fused backward and tangent primitives), which must
+refuse what their public function refuses: a primitive reaches a kernel
+without passing through the public function under vmap, differentiation and
+jax.export, or when a user binds it.
+
 The cases are one table (CASES); each runs three ways: traced abstractly
 (jax.jit(...).trace on ShapeDtypeStructs, so no kernel can be involved),
 under jax.eval_shape, and eagerly on concrete arrays. To cover a new public
@@ -22,7 +29,17 @@ import numpy as np
 import pytest
 
 from conftest import enable_x64
-from jax_lngb import _validate, layer_norm, layer_norm_grad_beta, layer_norm_grad_beta_p
+from jax_lngb import (
+    _validate,
+    layer_norm,
+    layer_norm_backward_p,
+    layer_norm_forward_p,
+    layer_norm_grad,
+    layer_norm_grad_beta,
+    layer_norm_grad_beta_p,
+    layer_norm_grad_p,
+    layer_norm_tangent_p,
+)
 
 F32, F16, BF16 = jnp.float32, jnp.float16, jnp.bfloat16
 KEY = jax.random.key(0).dtype  # an extended (non-NumPy) dtype
@@ -60,8 +77,35 @@ def bind_grad_beta(res, dy, exc, pattern, **params) -> Bad:
     return Bad(lambda r, d: layer_norm_grad_beta_p.bind(r, d, **params), (res, dy), exc, pattern, {}, "layer_norm_grad_beta")
 
 
+def ln_grad(dy, x, variance, mean, gamma, exc, pattern, **kw) -> Bad:
+    return Bad(layer_norm_grad, (dy, x, variance, mean, gamma), exc, pattern, kw, "layer_norm_grad")
+
+
+def bind(prim, name: str, defaults: dict[str, Any]):
+    """A constructor of Bad rows binding `prim` directly; params override
+    `defaults` (which are valid)."""
+
+    def make(*args_and_expectation, **params) -> Bad:
+        *args, exc, pattern = args_and_expectation
+        full = {**defaults, **params}
+        return Bad(lambda *a: prim.bind(*a, **full), tuple(args), exc, pattern, {}, name)
+
+    return make
+
+
+bind_forward = bind(layer_norm_forward_p, "layer_norm", {"epsilon": 1e-5, "batch_dims": 0, "backward": "fused"})
+bind_grad = bind(layer_norm_grad_p, "layer_norm_grad", {"epsilon": 1e-5, "batch_dims": 0})
+bind_backward = bind(
+    layer_norm_backward_p, "layer_norm_backward", {"epsilon": 1e-5, "batch_dims": 0, "out_dtype": np.dtype(F32)}
+)
+bind_tangent = bind(
+    layer_norm_tangent_p, "layer_norm (tangent)", {"epsilon": 1e-5, "batch_dims": 0, "backward": "fused"}
+)
+
+
 X = s((4, H))
 GAMMA, BETA = s((H,)), s((H,))
+STAT = s((4,))  # one value per row of X
 
 CASES: dict[str, Bad] = {
     # --- layer_norm_grad_beta: rank, shapes, dtypes, out_dtype
@@ -116,6 +160,99 @@ CASES: dict[str, Bad] = {
     "norm/eps-none": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
     "norm/eps-complex": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*complex", epsilon=1e-5 + 1j),
     "norm/eps-np-complex": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*complex", epsilon=np.complex64(1)),
+    "norm/backward-unknown": norm(X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'fast'", backward="fast"),
+    "norm/backward-case": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got 'Fused'", backward="Fused"),
+    "norm/backward-none": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got None", backward=None),
+    "norm/backward-bool": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got True", backward=True),
+    # --- layer_norm_grad: rank, dy vs x, statistics, gamma, dtypes, epsilon
+    "grad/rank0": ln_grad(s(()), s(()), s(()), s(()), s(()), ValueError, r"x must have rank >= 1.*got shape \(\) of rank 0"),
+    "grad/rank0-dy": ln_grad(s(()), s((H,)), s(()), s(()), GAMMA, ValueError, r"dy must have the shape of x \(8,\); got \(\)"),
+    "grad/dy-H": ln_grad(s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"),
+    "grad/dy-rows": ln_grad(s((3, 2, H)), s((2, 3, H)), s((2, 3)), s((2, 3)), GAMMA, ValueError, r"dy must have the shape of x \(2, 3, 8\); got \(3, 2, 8\)"),
+    "grad/dy-rank": ln_grad(s((1, 4, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(1, 4, 8\)"),
+    "grad/dy-bf16": ln_grad(s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"),
+    "grad/dy-f32-x-f16": ln_grad(X, s((4, H), F16), STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float16\); got float32"),
+    "grad/dy-int": ln_grad(s((4, H), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got int32"),
+    "grad/dy-prng-key": ln_grad(s((4, H), KEY), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got key<fry>"),
+    "grad/x-int": ln_grad(s((4, H), jnp.int32), s((4, H), jnp.int32), STAT, STAT, GAMMA, TypeError, r"x must have dtype float32, float16, bfloat16; got int32"),
+    "grad/x-bool": ln_grad(s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"),
+    "grad/x-complex": ln_grad(s((4, H), jnp.complex64), s((4, H), jnp.complex64), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got complex64"),
+    "grad/x-float8": ln_grad(s((4, H), jnp.float8_e5m2), s((4, H), jnp.float8_e5m2), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got float8_e5m2"),
+    "grad/x-prng-key": ln_grad(s((4, H), KEY), s((4, H), KEY), STAT, STAT, GAMMA, TypeError, r"x must be a floating dtype.*got key<fry>"),
+    "grad/variance-keepdims": ln_grad(X, X, s((4, 1)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\) \(x\.shape\[:-1\], one value per row\); got \(4, 1\)"),
+    "grad/variance-like-x": ln_grad(X, X, X, STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 8\)"),
+    "grad/variance-scalar": ln_grad(X, X, s(()), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(\)"),
+    "grad/variance-rank1-x": ln_grad(s((H,)), s((H,)), s((1,)), s(()), GAMMA, ValueError, r"variance must have shape \(\) \(x\.shape\[:-1\].*got \(1,\)"),
+    "grad/mean-rows": ln_grad(X, X, STAT, s((5,)), GAMMA, ValueError, r"mean must have shape \(4,\).*got \(5,\)"),
+    "grad/mean-transposed": ln_grad(s((2, 3, H)), s((2, 3, H)), s((2, 3)), s((3, 2)), GAMMA, ValueError, r"mean must have shape \(2, 3\).*got \(3, 2\)"),
+    "grad/variance-int": ln_grad(X, X, s((4,), jnp.int32), STAT, GAMMA, TypeError, r"variance must have dtype float32, float16, bfloat16; got int32"),
+    "grad/mean-bool": ln_grad(X, X, STAT, s((4,), bool), GAMMA, TypeError, r"mean must have dtype.*got bool"),
+    "grad/mean-prng-key": ln_grad(X, X, STAT, s((4,), KEY), GAMMA, TypeError, r"mean must be a floating dtype.*got key<fry>"),
+    "grad/gamma-H": ln_grad(X, X, STAT, STAT, s((H + 1,)), ValueError, r"gamma must have shape \(8,\) \(\[H\], H = x\.shape\[-1\]\); got \(9,\)"),
+    "grad/gamma-2d": ln_grad(X, X, STAT, STAT, s((1, H)), ValueError, r"gamma must have shape \(8,\).*got \(1, 8\)"),
+    "grad/gamma-like-x": ln_grad(X, X, STAT, STAT, X, ValueError, r"gamma must have shape \(8,\).*got \(4, 8\)"),
+    "grad/gamma-scalar": ln_grad(X, X, STAT, STAT, s(()), ValueError, r"gamma must have shape \(8,\).*got \(\)"),
+    "grad/gamma-int": ln_grad(X, X, STAT, STAT, s((H,), jnp.int32), TypeError, r"gamma must have dtype.*got int32"),
+    "grad/gamma-float8": ln_grad(X, X, STAT, STAT, s((H,), jnp.float8_e4m3fn), TypeError, r"gamma must have dtype.*got float8_e4m3fn"),
+    "grad/eps-negative": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -0.5", epsilon=-0.5),
+    "grad/eps-nan": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
+    "grad/eps-inf": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
+    "grad/eps-f32-overflow": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32.*got 3.5e\+38", epsilon=3.5e38),
+    "grad/eps-vector": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*shape \(4,\)", epsilon=np.zeros(4)),
+    "grad/eps-string": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"),
+    "grad/eps-none": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
+    # --- the LayerNorm primitives bound directly: what their public
+    # functions check (those never run here), and their own parameters
+    "forward_p/rank0": bind_forward(s(()), GAMMA, BETA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
+    "forward_p/x-int": bind_forward(s((4, H), jnp.int32), GAMMA, BETA, TypeError, r"x must have dtype.*got int32"),
+    "forward_p/gamma-H": bind_forward(X, s((H - 1,)), BETA, ValueError, r"gamma must have shape \(8,\).*got \(7,\)"),
+    "forward_p/beta-int": bind_forward(X, GAMMA, s((H,), jnp.int8), TypeError, r"beta must have dtype.*got int8"),
+    "forward_p/group-gamma-missing": bind_forward(s((3, 4, H)), GAMMA, s((3, H)), ValueError, r"gamma must have shape \(3, 8\) \(\[H\], H = x\.shape\[-1\], one per vmapped group\); got \(8,\)", batch_dims=1),
+    "forward_p/batch-dims-too-many": bind_forward(s((H,)), GAMMA, BETA, ValueError, r"x must have rank >= 2", batch_dims=1),
+    "forward_p/batch-dims-negative": bind_forward(X, GAMMA, BETA, ValueError, r"batch_dims must be >= 0; got -1", batch_dims=-1),
+    "forward_p/eps-negative": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got -1.0", epsilon=-1.0),
+    "forward_p/eps-nan": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
+    "forward_p/eps-inf": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
+    "forward_p/eps-string": bind_forward(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"),
+    "forward_p/backward-unknown": bind_forward(X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'both'", backward="both"),
+    "forward_p/backward-none": bind_forward(X, GAMMA, BETA, ValueError, r"backward must be one of.*got None", backward=None),
+    "grad_p/rank0": bind_grad(s(()), s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
+    "grad_p/dy-shape": bind_grad(s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"),
+    "grad_p/dy-dtype": bind_grad(s((4, H), F16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got float16"),
+    "grad_p/variance-shape": bind_grad(X, X, s((4, 1)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 1\)"),
+    "grad_p/mean-int": bind_grad(X, X, STAT, s((4,), jnp.int32), GAMMA, TypeError, r"mean must have dtype.*got int32"),
+    "grad_p/group-gamma-wrong": bind_grad(s((3, 4, H)), s((3, 4, H)), s((3, 4)), s((3, 4)), s((4, H)), ValueError, r"gamma must have shape \(3, 8\).*one per vmapped group.*got \(4, 8\)", batch_dims=1),
+    "grad_p/batch-dims-float": bind_grad(X, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got float 0.5", batch_dims=0.5),
+    "grad_p/eps-negative": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -1e-05", epsilon=-1e-5),
+    "grad_p/eps-nan": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
+    "grad_p/eps-f32-overflow": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32", epsilon=1e300),
+    "backward_p/rank0": bind_backward(s(()), s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
+    "backward_p/dy-shape": bind_backward(s((5, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(5, 8\)"),
+    "backward_p/dy-dtype": bind_backward(s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"),
+    "backward_p/x-bool": bind_backward(s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"),
+    "backward_p/variance-shape": bind_backward(X, X, s((H,)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(8,\)"),
+    "backward_p/mean-shape": bind_backward(X, X, STAT, s((4, 1)), GAMMA, ValueError, r"mean must have shape \(4,\).*got \(4, 1\)"),
+    "backward_p/gamma-H": bind_backward(X, X, STAT, STAT, s((H + 1,)), ValueError, r"gamma must have shape \(8,\).*got \(9,\)"),
+    "backward_p/gamma-int": bind_backward(X, X, STAT, STAT, s((H,), jnp.int32), TypeError, r"gamma must have dtype.*got int32"),
+    "backward_p/out-int": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got int32", out_dtype=np.dtype(jnp.int32)),
+    "backward_p/out-float0": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got float0", out_dtype=jax.dtypes.float0),
+    "backward_p/batch-dims-too-many": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"x must have rank >= 3", batch_dims=2),
+    "backward_p/eps-negative": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -2.0", epsilon=-2.0),
+    "backward_p/eps-inf": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
+    "backward_p/eps-none": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
+    "tangent_p/rank0": bind_tangent(s(()), GAMMA, BETA, s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
+    "tangent_p/x-int": bind_tangent(X, GAMMA, BETA, s((4, H), jnp.int32), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got int32"),
+    "tangent_p/t_x-shape": bind_tangent(s((4, 9)), GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"t_x must have the shape of x \(4, 8\); got \(4, 9\)"),
+    "tangent_p/t_x-dtype": bind_tangent(s((4, H), F16), GAMMA, BETA, X, STAT, STAT, GAMMA, TypeError, r"t_x must have the dtype of x \(float32\); got float16"),
+    "tangent_p/t_gamma-shape": bind_tangent(X, s((1, H)), BETA, X, STAT, STAT, GAMMA, ValueError, r"t_gamma must have shape \(8,\).*got \(1, 8\)"),
+    "tangent_p/t_beta-int": bind_tangent(X, GAMMA, s((H,), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"t_beta must have dtype.*got int32"),
+    "tangent_p/gamma-shape": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, s((H - 1,)), ValueError, r"gamma must have shape \(8,\).*got \(7,\)"),
+    "tangent_p/variance-shape": bind_tangent(X, GAMMA, BETA, X, X, STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 8\)"),
+    "tangent_p/mean-bool": bind_tangent(X, GAMMA, BETA, X, STAT, s((4,), bool), GAMMA, TypeError, r"mean must have dtype.*got bool"),
+    "tangent_p/batch-dims-bool": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got bool", batch_dims=True),
+    "tangent_p/eps-nan": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
+    "tangent_p/eps-negative": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0", epsilon=-1e-5),
+    "tangent_p/backward-unknown": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"backward must be one of 'fused', 'chained'; got 'unfused'", backward="unfused"),
 }
 
 
@@ -162,6 +299,14 @@ def test_float64_is_refused_with_the_supported_list():
             layer_norm_grad_beta(jnp.zeros((4, 8), jnp.float32), jnp.zeros((4, 8), jnp.float32), out_dtype=jnp.float64)
         with pytest.raises(TypeError, match=r"x must have dtype.*got float64"):
             layer_norm(x, jnp.ones(8), jnp.zeros(8))
+        with pytest.raises(TypeError, match=r"gamma must have dtype.*got float64"):
+            layer_norm(jnp.zeros((4, 8), F32), jnp.ones(8, jnp.float64), jnp.zeros(8, F32))
+        # (under x64 an unspecified dtype is float64: spell float32 out)
+        x32, stat, gamma = jnp.zeros((4, 8), F32), jnp.zeros(4, F32), jnp.ones(8, F32)
+        with pytest.raises(TypeError, match=r"layer_norm_grad: x must have dtype.*got float64"):
+            layer_norm_grad(x, x, stat, stat, gamma)
+        with pytest.raises(TypeError, match=r"layer_norm_grad: variance must have dtype.*got float64"):
+            layer_norm_grad(x32, x32, stat.astype(jnp.float64), stat, gamma)
 
 
 def test_layer_norm_traced_epsilon_is_refused():
@@ -202,6 +347,26 @@ def test_vmap_of_layer_norm_names_per_example_shapes():
         jax.vmap(layer_norm, in_axes=(0, None, None))(jnp.zeros(3), jnp.ones(H), jnp.zeros(H))
     with pytest.raises(ValueError, match=r"layer_norm: gamma must have shape \(8,\).*got \(9,\)"):
         jax.vmap(layer_norm, in_axes=(0, None, 0))(jnp.zeros((3, 4, H)), jnp.ones(H + 1), jnp.zeros((3, H)))
+
+
+def test_vmap_of_layer_norm_grad_names_per_example_shapes():
+    x = jnp.zeros((3, 4, H))
+    with pytest.raises(ValueError, match=r"layer_norm_grad: mean must have shape \(4,\).*got \(5,\)"):
+        jax.vmap(layer_norm_grad)(x, x, jnp.zeros((3, 4)), jnp.zeros((3, 5)), jnp.ones((3, H)))
+    with pytest.raises(ValueError, match=r"layer_norm_grad: gamma must have shape \(8,\).*got \(3, 8\)"):
+        jax.vmap(layer_norm_grad, in_axes=(0, 0, 0, 0, None))(x, x, jnp.zeros((3, 4)), jnp.zeros((3, 4)), jnp.ones((3, H)))
+    with pytest.raises(TypeError, match=r"layer_norm_grad: dy must have the dtype of x \(float32\); got bfloat16"):
+        jax.vmap(layer_norm_grad)(x.astype(BF16), x, jnp.zeros((3, 4)), jnp.zeros((3, 4)), jnp.ones((3, H)))
+
+
+def test_gradient_of_layer_norm_refuses_bad_input_before_any_kernel():
+    # Reverse mode binds the forward, tangent and backward primitives: the
+    # public checks refuse first, with the user's argument names.
+    loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b, backward="chained"))  # noqa: E731
+    with pytest.raises(ValueError, match=r"layer_norm: beta must have shape \(8,\).*got \(7,\)"):
+        jax.jit(jax.grad(loss)).trace(S((4, H), F32), S((H,), F32), S((H - 1,), F32))
+    with pytest.raises(ValueError, match=r"layer_norm: backward must be one of"):
+        jax.grad(lambda x: jnp.sum(layer_norm(x, jnp.ones(H), jnp.zeros(H), backward="separate")))(jnp.zeros((4, H)))
 
 
 def test_vmap_of_grad_beta_refuses_mismatched_dtypes():

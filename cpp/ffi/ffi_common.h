@@ -3,10 +3,13 @@
 // built on XLA's intra-op thread pool.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kernels/dtypes.h"
 #include "kernels/executor.h"
@@ -44,6 +47,38 @@ inline bool same_dims(ffi::Span<const int64_t> a, ffi::Span<const int64_t> b) {
 
 inline ffi::Error invalid(const std::string& what) {
   return ffi::Error(ffi::ErrorCode::kInvalidArgument, "jax_lngb: " + what);
+}
+
+// epsilon as the primitives pass it: finite and >= 0 (abstract evaluation
+// refuses anything else). A hand-written call could pass NaN, a negative
+// value or an infinity, which would silently turn rows into NaN or beta.
+inline bool valid_epsilon(float eps) { return std::isfinite(eps) && eps >= 0.0f; }
+
+// Whether two buffers share a byte. XLA gives a custom call results
+// disjoint from its operands unless the call declares input_output_aliases;
+// the LayerNorm kernels need that (they re-read operands after storing
+// results: a row's later passes, the fused backward's dy), so an aliased
+// call must be refused rather than computed wrongly.
+inline bool overlap(const ffi::AnyBuffer& a, const ffi::AnyBuffer& b) {
+  const size_t na = a.size_bytes(), nb = b.size_bytes();
+  if (na == 0 || nb == 0) return false;
+  const auto pa = reinterpret_cast<std::uintptr_t>(a.untyped_data());
+  const auto pb = reinterpret_cast<std::uintptr_t>(b.untyped_data());
+  return pa < pb + nb && pb < pa + na;
+}
+
+using NamedBuffer = std::pair<const char*, const ffi::AnyBuffer*>;
+
+// The first result that shares memory with an operand, as a message (empty
+// if none does).
+inline std::string first_overlap(std::initializer_list<NamedBuffer> results,
+                                 std::initializer_list<NamedBuffer> operands) {
+  for (const auto& r : results)
+    for (const auto& o : operands)
+      if (overlap(*r.second, *o.second))
+        return std::string(r.first) + " buffer shares memory with operand " + o.first +
+               " (results must not alias the operands)";
+  return {};
 }
 
 // The number of threads to use: XLA's intra-op pool size, optionally capped

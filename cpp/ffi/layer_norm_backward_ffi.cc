@@ -51,6 +51,13 @@ ffi::Error BackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuff
   if (lg.group_dims > 0 && !same_dims(gamma.dimensions(), out_dims))
     return invalid("gamma " + dims_str(gamma.dimensions()) + " must be [H] or pd_gamma's shape " +
                    dims_str(out_dims));
+  if (!ffi_util::valid_epsilon(epsilon))
+    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::first_overlap(
+          {{"dx", &*dx}, {"pd_gamma", &*pd_gamma}, {"pd_beta", &*pd_beta}},
+          {{"dy", &dy}, {"x", &x}, {"variance", &variance}, {"mean", &mean}, {"gamma", &gamma}});
+      !e.empty())
+    return invalid(e);
   const int64_t groups = ffi_util::product(out_dims, 0, out_dims.size() - 1);
   const int64_t rows = ffi_util::product(dims, out_dims.size() - 1, dims.size() - 1);
 

@@ -32,6 +32,12 @@ ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer
   if (auto e = ffi_util::param_layout("beta", beta, dims, &lb); !e.empty()) return invalid(e);
   if (lg.group_dims > 0 && lb.group_dims > 0 && lg.group_dims != lb.group_dims)
     return invalid("gamma and beta have different group axes");
+  if (!ffi_util::valid_epsilon(epsilon))
+    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::first_overlap({{"y", &*y}, {"mean", &*mean}, {"variance", &*variance}},
+                                       {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}});
+      !e.empty())
+    return invalid(e);
   const int64_t groups = lg.group_dims > 0 ? lg.groups : lb.groups;
   const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
 

@@ -33,6 +33,13 @@ ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x
   }
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
+  if (!ffi_util::valid_epsilon(epsilon))
+    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::first_overlap(
+          {{"pd_x", &*pd_x}, {"res_for_gamma", &*res}},
+          {{"dy", &dy}, {"x", &x}, {"variance", &variance}, {"mean", &mean}, {"gamma", &gamma}});
+      !e.empty())
+    return invalid(e);
   const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
 
   LayerNormGradProblem p;
