@@ -22,10 +22,11 @@ ReduceRowsTable active_table() {
 }
 }  // namespace
 
-ReduceRowsFn reduce_rows_fn(DType res, DType dy) {
+ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceInputs inputs) {
   static const ReduceRowsTable table = active_table();
   // A DType decoded from foreign bits must not index past the table.
   if (!is_valid_dtype(res) || !is_valid_dtype(dy)) return nullptr;
+  if (inputs == ReduceInputs::kStreamed) return res == dy ? table.streamed[int(res)] : nullptr;
   return table.fn[int(res)][int(dy)];
 }
 

@@ -14,6 +14,12 @@ void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t
   reduce_rows_impl(static_cast<const TRes*>(res), static_cast<const TDy*>(dy), rows, cols, ld_res,
                    ld_dy, acc_g, acc_b);
 }
+template <typename T>
+void erased_streamed(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
+                     int64_t ld_dy, float* acc_g, float* acc_b) {
+  reduce_rows_streamed_impl(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res,
+                            ld_dy, acc_g, acc_b);
+}
 }  // namespace
 
 ReduceRowsTable reduce_rows_table() {
@@ -23,6 +29,9 @@ ReduceRowsTable reduce_rows_table() {
   t.fn[int(DType::kBF16)][int(DType::kBF16)] = &erased<bf16_t, bf16_t>;
   t.fn[int(DType::kF32)][int(DType::kF16)] = &erased<float, f16_t>;
   t.fn[int(DType::kF32)][int(DType::kBF16)] = &erased<float, bf16_t>;
+  t.streamed[int(DType::kF32)] = &erased_streamed<float>;
+  t.streamed[int(DType::kF16)] = &erased_streamed<f16_t>;
+  t.streamed[int(DType::kBF16)] = &erased_streamed<bf16_t>;
   return t;
 }
 

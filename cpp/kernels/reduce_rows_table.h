@@ -7,6 +7,7 @@ namespace jax_lngb {
 
 struct ReduceRowsTable {
   ReduceRowsFn fn[kNumDTypes][kNumDTypes];  // [res dtype][dy dtype]
+  ReduceRowsFn streamed[kNumDTypes];        // res and dy of one dtype, from memory
 };
 
 namespace generic {

@@ -35,9 +35,12 @@ void check_partition(int64_t rows, int64_t cols, int64_t bpe) {
     CHECK_MSG(p.cols.end(p.cols.num_chunks - 1) > p.cols.begin(p.cols.num_chunks - 1), WHERE);
     if (p.cols.num_chunks > 1) CHECK_MSG(p.cols.cols_per_chunk % kColAlign == 0, WHERE);
   }
-  // Row-wise kernels use the same row rule.
+  // Row-wise kernels use the same row rule with their smaller minimum block.
   const RowPartition r = make_row_partition(rows, cols * bpe);
-  CHECK_MSG(r.num_blocks == make_reduce_partition(rows, std::max<int64_t>(cols * bpe, 1), 1).rows.num_blocks, WHERE);
+  CHECK_MSG(r.num_blocks ==
+                make_reduce_partition(rows, std::max<int64_t>(cols * bpe, 1), 1, kMinRowsPerRowBlock).rows.num_blocks,
+            WHERE);
+  if (r.num_blocks > 1) CHECK_MSG(r.rows_per_block >= kMinRowsPerRowBlock, WHERE);
 #undef WHERE
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "harness.h"
@@ -62,11 +63,23 @@ void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
               want_g[size_t(c)] = want_g[size_t(c)] + to_float(res[size_t(r * ld_r + c)]) * d;
               want_b[size_t(c)] = want_b[size_t(c)] + d;
             }
-          fn(res.data(), dy.data(), rows, cols, ld_r, ld_d, acc_g.data(), acc_b.data());
-          for (int64_t c = 0; c < cols; ++c)
-            CHECK_MSG(bits(acc_g[size_t(c)]) == bits(want_g[size_t(c)]) && bits(acc_b[size_t(c)]) == bits(want_b[size_t(c)]),
-                      isa.name << " " << type_name<TRes>() << "/" << type_name<TDy>() << " rows " << rows << " cols "
-                               << cols << " ld " << ld_r << "/" << ld_d << " col " << c);
+          // Both loops (the streaming one exists for equal dtypes) add in
+          // row order: the same bits as the scalar reference.
+          std::vector<ReduceRowsFn> fns{fn};
+          if (const ReduceRowsFn sfn = isa.table.streamed[int(dtype_of<TDy>())]; std::is_same_v<TRes, TDy>) {
+            CHECK_MSG(sfn != nullptr, isa.name << " lacks the streaming loop for " << type_name<TDy>());
+            if (sfn != nullptr) fns.push_back(sfn);
+          }
+          for (size_t k = 0; k < fns.size(); ++k) {
+            std::vector<float> got_g = acc_g, got_b = acc_b;
+            fns[k](res.data(), dy.data(), rows, cols, ld_r, ld_d, got_g.data(), got_b.data());
+            for (int64_t c = 0; c < cols; ++c)
+              CHECK_MSG(bits(got_g[size_t(c)]) == bits(want_g[size_t(c)]) &&
+                            bits(got_b[size_t(c)]) == bits(want_b[size_t(c)]),
+                        isa.name << (k ? " streamed " : " ") << type_name<TRes>() << "/" << type_name<TDy>()
+                                 << " rows " << rows << " cols " << cols << " ld " << ld_r << "/" << ld_d << " col "
+                                 << c);
+          }
         }
 }
 
@@ -79,6 +92,18 @@ JAX_LNGB_TEST(reduce_rows_every_pair_every_isa_bit_exact) {
     check_pair<float, f16_t>(isa, gen);
     check_pair<float, bf16_t>(isa, gen);
   }
+}
+
+JAX_LNGB_TEST(reduce_rows_streamed_only_for_equal_dtypes) {
+  CHECK(reduce_rows_fn(DType::kF32, DType::kBF16, ReduceInputs::kStreamed) == nullptr);
+  CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kStreamed) != nullptr);
+  CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kStreamed) !=
+        reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kCached));
+  // The choice: medium rows of inputs beyond the cache stream, the rest not.
+  CHECK(reduce_inputs_for(int64_t(200) << 20, 1536) == ReduceInputs::kStreamed);
+  CHECK(reduce_inputs_for(int64_t(1) << 20, 1536) == ReduceInputs::kCached);
+  CHECK(reduce_inputs_for(int64_t(200) << 20, 128) == ReduceInputs::kCached);
+  CHECK(reduce_inputs_for(int64_t(200) << 20, 8192) == ReduceInputs::kCached);
 }
 
 JAX_LNGB_TEST(reduce_rows_unsupported_pairs_are_null) {
