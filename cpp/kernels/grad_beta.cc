@@ -79,7 +79,7 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   if (G == 0 || H == 0) return nullptr;
   const int64_t esize = dtype_size(p.in_dtype);
   const ReduceRowsFn reduce =
-      reduce_rows_fn(p.in_dtype, p.in_dtype, reduce_inputs_for(G * R * H * 2 * esize, H * esize));
+      reduce_rows_fn(p.in_dtype, p.in_dtype, reduce_loop_for(G * R * H * 2 * esize, H * esize));
 
   const int out_size = dtype_size(p.out_dtype);
   char* out_g = static_cast<char*>(p.pd_gamma);

@@ -22,12 +22,19 @@ ReduceRowsTable active_table() {
 }
 }  // namespace
 
-ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceInputs inputs) {
+ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop) {
   static const ReduceRowsTable table = active_table();
   // A DType decoded from foreign bits must not index past the table.
   if (!is_valid_dtype(res) || !is_valid_dtype(dy)) return nullptr;
-  if (inputs == ReduceInputs::kStreamed) return res == dy ? table.streamed[int(res)] : nullptr;
-  return table.fn[int(res)][int(dy)];
+  switch (loop) {
+    case ReduceLoop::kBlocked:
+      return table.fn[int(res)][int(dy)];
+    case ReduceLoop::kBlockedPrefetch:
+      return res == dy ? table.blocked_prefetch[int(res)] : nullptr;
+    case ReduceLoop::kRowwise:
+      return res == dy ? table.rowwise[int(res)] : nullptr;
+  }
+  return nullptr;
 }
 
 template <typename TRes, typename TDy>

@@ -9,22 +9,48 @@
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
 
+// Software prefetch for 16-bit rows read from memory: they carry half the
+// bytes per instruction, and the hardware prefetchers stop at every 4 KiB
+// page and leave the memory system idle meanwhile. Requests go kPrefetchBytes
+// ahead of the read position into L2 (prefetcht2), measured faster than into
+// L1; the address is formed as an integer, since it may lie past the buffer
+// (a prefetch never faults). Float32 rows measured no gain.
+inline constexpr int64_t kPrefetchBytes = 4096;
+
+template <typename T>
+inline void prefetch_ahead(const T* p) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), 0, 1);
+}
+
 // Register blocking: kRows rows are added into one pair of accumulators per
 // column vector before they go back to memory, so the accumulators cost one
 // load and one store per kRows rows; kCols vectors side by side give
 // independent add chains. The row order of the additions is unchanged.
-template <typename TRes, typename TDy>
+// kPrefetch (ReduceLoop::kBlockedPrefetch): each of the kRows rows is
+// requested ahead, once per cache line, for 16-bit inputs.
+template <typename TRes, typename TDy, bool kPrefetch = false>
 void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   constexpr int kRows = 4;
   constexpr int kCols = 2;
+  constexpr bool kAhead = kPrefetch && sizeof(TRes) == 2 && sizeof(TDy) == 2;
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
     const TRes* x = res + r * ld_res;
     const TDy* d = dy + r * ld_dy;
     int64_t c = 0;
     for (; c + kCols * W <= cols; c += kCols * W) {
+      if constexpr (kAhead) {
+        // A step reads one 64-byte line of each row with AVX-512, half a
+        // line with 8-lane vectors: one request per line.
+        if (kCols * W * sizeof(TDy) >= 64 || (c & (64 / sizeof(TDy) - 1)) == 0) {
+          for (int k = 0; k < kRows; ++k) {
+            prefetch_ahead(x + k * ld_res + c);
+            prefetch_ahead(d + k * ld_dy + c);
+          }
+        }
+      }
       VecF g[kCols], b[kCols];
       for (int j = 0; j < kCols; ++j) {
         g[j] = VecF::load(acc_g + c + j * W);
@@ -81,21 +107,13 @@ void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols
   }
 }
 
-// The same sums for inputs streamed from memory, in rows of medium length:
-// one row at a time, kCols vectors per step. The accumulators then cost a
-// load and a store per row (from L1), but the memory system sees just two
-// sequential streams; the register-blocked loop above reads 2 * kRows short
-// streams at once, which it serves well below its streaming rate when rows
-// are a few cache lines to a few KiB long (measured 10% slower in float32,
-// 30% in the 16-bit formats at H = 768). 16-bit rows also carry half the
-// bytes per instruction, so they prefetch a fixed distance ahead of the read
-// position: the hardware prefetchers stop at every 4 KiB page and leave the
-// memory system idle meanwhile. The per-column order of the additions is row
+// The same sums one row at a time (ReduceLoop::kRowwise), kCols vectors per
+// step. The accumulators then cost a load and a store per row (from L1), but
+// the memory system sees just two sequential streams. 16-bit rows prefetch
+// ahead like the blocked loop. The per-column order of the additions is row
 // order, as above: both loops give the same bits.
-inline constexpr int64_t kStreamPrefetchBytes = 4096;
-
 template <typename T>
-void reduce_rows_streamed_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
+void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
                                int64_t ld_dy, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   constexpr int kCols = 4;
@@ -110,13 +128,8 @@ void reduce_rows_streamed_impl(const T* res, const T* dy, int64_t rows, int64_t 
     for (; c + kStep <= cols; c += kStep) {
       if constexpr (kPrefetch) {
         for (int l = 0; l < kLines; ++l) {
-          // Formed as integers: the address may lie past the buffer (a
-          // prefetch never faults).
-          const uintptr_t ahead = uintptr_t(kStreamPrefetchBytes + 64 * l);
-          // Low temporal locality (prefetcht2): into L2, where the row
-          // kernels' prefetches also go; measured faster than into L1.
-          __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(x + c) + ahead), 0, 1);
-          __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(d + c) + ahead), 0, 1);
+          prefetch_ahead(reinterpret_cast<const char*>(x + c) + 64 * l);
+          prefetch_ahead(reinterpret_cast<const char*>(d + c) + 64 * l);
         }
       }
       VecF g[kCols], b[kCols];

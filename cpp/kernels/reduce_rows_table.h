@@ -7,7 +7,9 @@ namespace jax_lngb {
 
 struct ReduceRowsTable {
   ReduceRowsFn fn[kNumDTypes][kNumDTypes];  // [res dtype][dy dtype]
-  ReduceRowsFn streamed[kNumDTypes];        // res and dy of one dtype, from memory
+  // res and dy of one dtype, from memory (ReduceLoop):
+  ReduceRowsFn blocked_prefetch[kNumDTypes];
+  ReduceRowsFn rowwise[kNumDTypes];
 };
 
 namespace generic {

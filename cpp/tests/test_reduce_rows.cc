@@ -63,12 +63,15 @@ void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
               want_g[size_t(c)] = want_g[size_t(c)] + to_float(res[size_t(r * ld_r + c)]) * d;
               want_b[size_t(c)] = want_b[size_t(c)] + d;
             }
-          // Both loops (the streaming one exists for equal dtypes) add in
-          // row order: the same bits as the scalar reference.
+          // Every loop (those for inputs from memory exist for equal
+          // dtypes) adds in row order: the same bits as the scalar reference.
           std::vector<ReduceRowsFn> fns{fn};
-          if (const ReduceRowsFn sfn = isa.table.streamed[int(dtype_of<TDy>())]; std::is_same_v<TRes, TDy>) {
-            CHECK_MSG(sfn != nullptr, isa.name << " lacks the streaming loop for " << type_name<TDy>());
-            if (sfn != nullptr) fns.push_back(sfn);
+          if constexpr (std::is_same_v<TRes, TDy>) {
+            for (ReduceRowsFn other : {isa.table.blocked_prefetch[int(dtype_of<TDy>())],
+                                       isa.table.rowwise[int(dtype_of<TDy>())]}) {
+              CHECK_MSG(other != nullptr, isa.name << " lacks a loop for " << type_name<TDy>());
+              if (other != nullptr) fns.push_back(other);
+            }
           }
           for (size_t k = 0; k < fns.size(); ++k) {
             std::vector<float> got_g = acc_g, got_b = acc_b;
@@ -76,7 +79,7 @@ void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
             for (int64_t c = 0; c < cols; ++c)
               CHECK_MSG(bits(got_g[size_t(c)]) == bits(want_g[size_t(c)]) &&
                             bits(got_b[size_t(c)]) == bits(want_b[size_t(c)]),
-                        isa.name << (k ? " streamed " : " ") << type_name<TRes>() << "/" << type_name<TDy>()
+                        isa.name << " loop " << k << " " << type_name<TRes>() << "/" << type_name<TDy>()
                                  << " rows " << rows << " cols " << cols << " ld " << ld_r << "/" << ld_d << " col "
                                  << c);
           }
@@ -94,16 +97,20 @@ JAX_LNGB_TEST(reduce_rows_every_pair_every_isa_bit_exact) {
   }
 }
 
-JAX_LNGB_TEST(reduce_rows_streamed_only_for_equal_dtypes) {
-  CHECK(reduce_rows_fn(DType::kF32, DType::kBF16, ReduceInputs::kStreamed) == nullptr);
-  CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kStreamed) != nullptr);
-  CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kStreamed) !=
-        reduce_rows_fn(DType::kBF16, DType::kBF16, ReduceInputs::kCached));
-  // The choice: medium rows of inputs beyond the cache stream, the rest not.
-  CHECK(reduce_inputs_for(int64_t(200) << 20, 1536) == ReduceInputs::kStreamed);
-  CHECK(reduce_inputs_for(int64_t(1) << 20, 1536) == ReduceInputs::kCached);
-  CHECK(reduce_inputs_for(int64_t(200) << 20, 128) == ReduceInputs::kCached);
-  CHECK(reduce_inputs_for(int64_t(200) << 20, 8192) == ReduceInputs::kCached);
+JAX_LNGB_TEST(reduce_rows_memory_loops_only_for_equal_dtypes) {
+  for (ReduceLoop loop : {ReduceLoop::kBlockedPrefetch, ReduceLoop::kRowwise}) {
+    CHECK(reduce_rows_fn(DType::kF32, DType::kBF16, loop) == nullptr);
+    CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, loop) != nullptr);
+    CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, loop) != reduce_rows_fn(DType::kBF16, DType::kBF16));
+  }
+  // The choice: cache-resident inputs and very short rows take the blocked
+  // loop, medium rows from memory the row-wise one, long rows the blocked
+  // loop with prefetch.
+  const int64_t big = int64_t(200) << 20;
+  CHECK(reduce_loop_for(int64_t(1) << 20, 1536) == ReduceLoop::kBlocked);
+  CHECK(reduce_loop_for(big, 128) == ReduceLoop::kBlocked);
+  CHECK(reduce_loop_for(big, 1536) == ReduceLoop::kRowwise);
+  CHECK(reduce_loop_for(big, 8192) == ReduceLoop::kBlockedPrefetch);
 }
 
 JAX_LNGB_TEST(reduce_rows_unsupported_pairs_are_null) {
