@@ -386,12 +386,33 @@ class BenchContext:
         impls: Iterable[Impl],
         extra: dict[str, Any] | None = None,
     ) -> CaseResult:
-        """Times every implementation on the case: `warmup` untimed calls,
-        then `reps` timed ones; the median is the figure. An implementation
-        that raises is reported as failed, and the others still run."""
-        results: dict[str, ImplResult] = {}
+        """Times every implementation on the case: `warmup` untimed calls
+        each, then `reps` rounds in which every implementation makes one
+        timed call; the median is the figure. Rounds interleave the
+        implementations so that a disturbance of a few milliseconds (another
+        process, the hypervisor) is shared among them rather than charged
+        to whichever ran then. An implementation that raises is reported as
+        failed, and the others still run."""
+        impls = list(impls)
+        results = {impl.name: ImplResult(impl.name, impl.note, self._bytes_of(impl, bytes_read), [], None)
+                   for impl in impls}
+        live: list[Impl] = []
         for impl in impls:
-            results[impl.name] = self._time_one(label, impl, bytes_read)
+            ok = self._call(label, impl, results[impl.name], range(max(self.warmup, 0)), "warm-up", timed=False)
+            if ok:
+                live.append(impl)
+        # The collector would otherwise pause a timed call now and then.
+        gc.collect()
+        gc.disable()
+        try:
+            for i in range(max(self.reps, 1)):
+                live = [impl for impl in live
+                        if self._call(label, impl, results[impl.name], [i], f"{i + 1}/{self.reps}", timed=True)]
+        finally:
+            gc.enable()
+        for r in results.values():
+            if r.failed is None and r.times_ms:
+                r.ms = statistics.median(r.times_ms)
         return CaseResult(
             label=label,
             shape=tuple(int(d) for d in shape),
@@ -402,34 +423,28 @@ class BenchContext:
             results=results,
         )
 
-    def _time_one(self, label: str, impl: Impl, case_bytes: int) -> ImplResult:
-        nbytes = int(impl.bytes_read if impl.bytes_read is not None else case_bytes)
-        result = ImplResult(impl.name, impl.note, nbytes, [], None)
+    @staticmethod
+    def _bytes_of(impl: Impl, case_bytes: int) -> int:
+        return int(impl.bytes_read if impl.bytes_read is not None else case_bytes)
+
+    def _call(self, label: str, impl: Impl, result: ImplResult, steps: Iterable[int], what: str,
+              timed: bool) -> bool:
+        """Runs impl once per step (timing each call when `timed`) and keeps
+        its last outputs; False, with the failure recorded, if it raised."""
         try:
-            out = None
-            for i in range(max(self.warmup, 0)):
-                self.status(label, f"{impl.name} warm-up {i + 1}/{self.warmup}")
-                out = impl.fn()
-            times = []
-            # The collector would otherwise pause a timed call now and then.
-            gc.collect()
-            gc.disable()
-            try:
-                for i in range(max(self.reps, 1)):
-                    self.status(label, f"{impl.name} {i + 1}/{self.reps}")
-                    t0 = time.perf_counter()
-                    out = impl.fn()
-                    times.append((time.perf_counter() - t0) * 1e3)
-            finally:
-                gc.enable()
+            for i in steps:
+                self.status(label, f"{impl.name} {what}" if timed else f"{impl.name} {what} {i + 1}/{self.warmup}")
+                t0 = time.perf_counter()
+                result.outputs = impl.fn()
+                if timed:
+                    result.times_ms.append((time.perf_counter() - t0) * 1e3)
         except Exception as e:  # a peer library failing must not end the run
             result.failed = f"{type(e).__name__}: {e}"
+            result.times_ms = []
+            result.outputs = None
             self.status(label, f"{impl.name} failed: {result.failed}", force=True)
-            return result
-        result.times_ms = times
-        result.ms = statistics.median(times)
-        result.outputs = out
-        return result
+            return False
+        return True
 
 
 # ------------------------------------------------------------------ report
