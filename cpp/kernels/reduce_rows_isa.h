@@ -22,6 +22,24 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), 0, 1);
 }
 
+// Adds columns c0 .. cols-1 of one row into the accumulators: whole
+// vectors, then one column at a time.
+template <typename TRes, typename TDy>
+inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float* acc_g, float* acc_b) {
+  constexpr int W = VecF::kWidth;
+  int64_t c = c0;
+  for (; c + W <= cols; c += W) {
+    const VecF dv = VecF::load(d + c);
+    (VecF::load(acc_g + c) + VecF::load(x + c) * dv).store(acc_g + c);
+    (VecF::load(acc_b + c) + dv).store(acc_b + c);
+  }
+  for (; c < cols; ++c) {
+    const float dv = to_float(d[c]);
+    acc_g[c] = acc_g[c] + to_float(x[c]) * dv;
+    acc_b[c] = acc_b[c] + dv;
+  }
+}
+
 // Register blocking: kRows rows are added into one pair of accumulators per
 // column vector before they go back to memory, so the accumulators cost one
 // load and one store per kRows rows; kCols vectors side by side give
@@ -90,21 +108,7 @@ void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols
       acc_b[c] = b;
     }
   }
-  for (; r < rows; ++r) {
-    const TRes* x = res + r * ld_res;
-    const TDy* d = dy + r * ld_dy;
-    int64_t c = 0;
-    for (; c + W <= cols; c += W) {
-      const VecF dv = VecF::load(d + c);
-      (VecF::load(acc_g + c) + VecF::load(x + c) * dv).store(acc_g + c);
-      (VecF::load(acc_b + c) + dv).store(acc_b + c);
-    }
-    for (; c < cols; ++c) {
-      const float dv = to_float(d[c]);
-      acc_g[c] = acc_g[c] + to_float(x[c]) * dv;
-      acc_b[c] = acc_b[c] + dv;
-    }
-  }
+  for (; r < rows; ++r) add_row(res + r * ld_res, dy + r * ld_dy, 0, cols, acc_g, acc_b);
 }
 
 // The same sums one row at a time (ReduceLoop::kRowwise), kCols vectors per
@@ -143,16 +147,7 @@ void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t c
         b[j].store(acc_b + c + j * W);
       }
     }
-    for (; c + W <= cols; c += W) {
-      const VecF dv = VecF::load(d + c);
-      (VecF::load(acc_g + c) + VecF::load(x + c) * dv).store(acc_g + c);
-      (VecF::load(acc_b + c) + dv).store(acc_b + c);
-    }
-    for (; c < cols; ++c) {
-      const float dv = to_float(d[c]);
-      acc_g[c] = acc_g[c] + to_float(x[c]) * dv;
-      acc_b[c] = acc_b[c] + dv;
-    }
+    add_row(x, d, c, cols, acc_g, acc_b);
   }
 }
 
