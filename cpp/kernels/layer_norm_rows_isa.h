@@ -147,11 +147,75 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
   }
 }
 
+// Short rows, kGroup at a time: each pass runs over the group's rows before
+// the next pass starts. A short row is mostly one serial chain (row sum,
+// lane tree, mean, second sum, tree, square root and division, output), and
+// the out-of-order core hides one chain behind another only if they are
+// close together in the instruction stream. Every row's arithmetic is
+// exactly forward_rows_impl's, in the same order: the same bits.
+inline constexpr int kGroupRows = 4;
+inline constexpr int64_t kGroupMaxRowBytes = 512;
+
+template <typename T>
+void forward_rows_grouped(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                          float eps, bool stream, T* y, float* mean, float* variance) {
+  const float fh = float(H);
+  for (int64_t r0 = 0; r0 < rows; r0 += kGroupRows) {
+    const int n = int(rows - r0 < kGroupRows ? rows - r0 : kGroupRows);
+    float m[kGroupRows], v[kGroupRows];
+    for (int k = 0; k < n; ++k) {
+      const T* xr = x + (r0 + k) * H;
+      float s;
+      row_sums<4, 1>(
+          H,
+          [&](int64_t c, int64_t w, Lanes* t) {
+            prefetch_ahead(xr, c);
+            t[0] = load_n(xr + c, w);
+          },
+          &s);
+      m[k] = s / fh;
+    }
+    for (int k = 0; k < n; ++k) {
+      const T* xr = x + (r0 + k) * H;
+      const Lanes mv = Lanes::splat(m[k]);
+      float q;
+      row_sums<4, 1>(
+          H,
+          [&](int64_t c, int64_t w, Lanes* t) {
+            const Lanes d = load_n(xr + c, w) - mv;
+            t[0] = d * d;
+          },
+          &q);
+      v[k] = q / fh;
+    }
+    for (int k = 0; k < n; ++k) {
+      const T* xr = x + (r0 + k) * H;
+      T* yr = y + (r0 + k) * H;
+      const Lanes mv = Lanes::splat(m[k]);
+      const Lanes rv = Lanes::splat(1.0f / std::sqrt(v[k] + eps));
+      with_stream(stream && stream_ok(yr), [&](auto nt) {
+        constexpr bool kNt = decltype(nt)::value;
+        auto out = [&](int64_t c, int64_t w) {
+          const Lanes xhat = (load_n(xr + c, w) - mv) * rv;
+          return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
+        };
+        for_block_pairs(
+            H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
+            [&](int64_t c, int64_t w) { put<kNt>(yr + c, out(c, w), w); });
+      });
+      mean[r0 + k] = m[k];
+      variance[r0 + k] = v[k];
+    }
+  }
+}
+
 template <typename T>
 void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                   float eps, bool stream, T* y, float* mean, float* variance) {
   if (kWiden<T> && scratch_rows(H, 1)) {
     forward_rows_impl<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
+    forward_rows_grouped<T>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else {
     forward_rows_impl<T, false>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   }
