@@ -65,6 +65,16 @@ def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def optional_torch() -> Any:
+    """PyTorch, when it is installed (it is a peer to compare with, never a
+    dependency); None otherwise."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def ready(x: Any) -> Any:
     """Waits until every JAX array in the pytree `x` is computed; returns `x`.
 

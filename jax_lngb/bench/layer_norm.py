@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import BenchContext, CaseResult, Impl, Target, ready, stream_read, ulp
+from .common import BenchContext, CaseResult, Impl, Target, optional_torch, ready, stream_read, ulp
 
 NAME = "layer_norm"
 TITLE = "LayerNorm forward, backward and forward+backward (jax.vjp) vs XLA autodiff and PyTorch"
@@ -73,14 +73,6 @@ _REF_ROWS = 4096
 # per output. 16-bit outputs are rounded once (2^-8 / 2^-11 relative) after
 # float32 arithmetic; float32 outputs carry float32 row sums.
 TOLERANCE = {"float32": 1e-4, "float16": 4e-3, "bfloat16": 1.6e-2}
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
 
 
 def _label(shape: tuple[int, ...], dtype: str, pass_: str) -> str:
@@ -318,7 +310,7 @@ def run(ctx: BenchContext) -> list[CaseResult]:
     import jax
     import jax.numpy as jnp
 
-    torch = _torch() if ctx.wants("torch") else None
+    torch = optional_torch() if ctx.wants("torch") else None
     rng = np.random.default_rng(ctx.seed)
     cases: list[CaseResult] = []
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import BenchContext, CaseResult, Impl, Target, format_shape, ready, stream_read, ulp
+from .common import BenchContext, CaseResult, Impl, Target, format_shape, optional_torch, ready, stream_read, ulp
 
 NAME = "reduction"
 TITLE = "LayerNormGradBeta (gamma/beta sums) vs XLA, NumPy, PyTorch and the streaming-read probe"
@@ -65,14 +65,6 @@ _F32_UNIT_ROUNDOFF = 2.0**-24
 # Confidence of the float32 accumulation allowance (see _reference): a bound
 # that fails with probability at most 2 exp(-LAMBDA^2 / 2) = 3e-8 per sum.
 _LAMBDA = 6.0
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
 
 
 def _label(shape: tuple[int, ...], dtype: str) -> str:
@@ -231,7 +223,7 @@ def run(ctx: BenchContext) -> list[CaseResult]:
     import jax
     import jax.numpy as jnp
 
-    torch = _torch() if ctx.wants("torch") else None
+    torch = optional_torch() if ctx.wants("torch") else None
     rng = np.random.default_rng(ctx.seed)
     cases: list[CaseResult] = []
 
