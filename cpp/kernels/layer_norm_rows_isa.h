@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lanes.h"
+#include "prefetch.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
@@ -66,22 +67,12 @@ inline float* row_scratch(int64_t floats) {
 template <typename T>
 inline constexpr bool kWiden = !std::is_same_v<T, float>;
 
-// Software prefetch of the input streams. A row's first pass is the only
-// one that reads memory; the later passes and the reduction run from cache,
-// and without help the memory system idles meanwhile (the hardware
-// prefetchers also stop at every 4 KiB page). The first pass therefore
-// requests the data kPrefetchBytes further along each input: rows are
-// contiguous, so that is the next row or two. The address is formed as an
-// integer (it may lie past the end of the buffer; a prefetch never faults).
-inline constexpr int64_t kPrefetchBytes = 4096;
-
-// Called for the block at column c of a row starting at `row`. One request
-// per block, which for the 16-bit formats is two per 64-byte line: measured
-// faster than skipping every other block.
-template <typename T>
-inline void prefetch_ahead(const T* row, int64_t c) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row + c) + kPrefetchBytes), 0, 1);
-}
+// A row's first pass is the only one that reads memory; the later passes
+// and the reduction run from cache. The first pass therefore calls
+// prefetch_ahead (prefetch.h) for each block it reads: rows are contiguous,
+// so that requests the next row or two. One request per block, which for
+// the 16-bit formats is two per 64-byte line: measured faster than skipping
+// every other block.
 
 // Whether a row's first pass should leave float32 copies in the row
 // scratch for the later passes: not for short rows, where the later passes
@@ -92,111 +83,63 @@ inline bool scratch_rows(int64_t H, int64_t floats_per_col) {
   return H >= 256 && bytes <= (int64_t(256) << 10);
 }
 
+// kGroup rows at a time: each pass runs over the group's rows before the
+// next pass starts. A short row is mostly one serial chain (row sum, lane
+// tree, mean, second sum, tree, square root and division, output), and the
+// out-of-order core hides one chain behind another only if they are close
+// together in the instruction stream. Every row's arithmetic is the same,
+// in the same order, whatever kGroup: the same bits.
 // kScratch: a 16-bit row is widened once, on the first pass, into the row
 // scratch; otherwise every pass reads (and widens) the input row.
-template <typename T, bool kScratch>
+template <typename T, bool kScratch, int kGroup>
 void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                        float eps, bool stream, T* y, float* mean, float* variance) {
   const float fh = float(H);
-  float* xs = kScratch ? row_scratch(H) : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * H;
-    T* yr = y + r * H;
-    // The row for the passes after the first.
-    auto row = [&](int64_t c, int64_t w) {
+  float* xs = kScratch ? row_scratch(kGroup * H) : nullptr;
+  for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
+    const int n = int(rows - r0 < kGroup ? rows - r0 : kGroup);
+    // Row k of the group for the passes after the first.
+    auto row = [&](int k, int64_t c, int64_t w) {
       if constexpr (kScratch) {
-        return load_n(xs + c, w);
+        return load_n(xs + k * H + c, w);
       } else {
-        return load_n(xr + c, w);
+        return load_n(x + (r0 + k) * H + c, w);
       }
     };
-    float s;
-    row_sums<4, 1>(
-        H,
-        [&](int64_t c, int64_t w, Lanes* t) {
-          prefetch_ahead(xr, c);
-          t[0] = load_n(xr + c, w);
-          if constexpr (kScratch) store_n(xs + c, t[0], w);
-        },
-        &s);
-    const float m = s / fh;
-    const Lanes mv = Lanes::splat(m);
-    float q;
-    row_sums<4, 1>(
-        H,
-        [&](int64_t c, int64_t w, Lanes* t) {
-          const Lanes d = row(c, w) - mv;
-          t[0] = d * d;
-        },
-        &q);
-    const float v = q / fh;
-    const float rs = 1.0f / std::sqrt(v + eps);
-    const Lanes rv = Lanes::splat(rs);
-    with_stream(stream && stream_ok(yr), [&](auto nt) {
-      constexpr bool kNt = decltype(nt)::value;
-      auto out = [&](int64_t c, int64_t w) {
-        const Lanes xhat = (row(c, w) - mv) * rv;
-        return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
-      };
-      for_block_pairs(
-          H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
-          [&](int64_t c, int64_t w) { put<kNt>(yr + c, out(c, w), w); });
-    });
-    mean[r] = m;
-    variance[r] = v;
-  }
-}
-
-// Short rows, kGroup at a time: each pass runs over the group's rows before
-// the next pass starts. A short row is mostly one serial chain (row sum,
-// lane tree, mean, second sum, tree, square root and division, output), and
-// the out-of-order core hides one chain behind another only if they are
-// close together in the instruction stream. Every row's arithmetic is
-// exactly forward_rows_impl's, in the same order: the same bits.
-inline constexpr int kGroupRows = 4;
-inline constexpr int64_t kGroupMaxRowBytes = 512;
-
-template <typename T>
-void forward_rows_grouped(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
-                          float eps, bool stream, T* y, float* mean, float* variance) {
-  const float fh = float(H);
-  for (int64_t r0 = 0; r0 < rows; r0 += kGroupRows) {
-    const int n = int(rows - r0 < kGroupRows ? rows - r0 : kGroupRows);
-    float m[kGroupRows], v[kGroupRows];
+    float m[kGroup], v[kGroup];
     for (int k = 0; k < n; ++k) {
       const T* xr = x + (r0 + k) * H;
       float s;
       row_sums<4, 1>(
           H,
           [&](int64_t c, int64_t w, Lanes* t) {
-            prefetch_ahead(xr, c);
+            prefetch_ahead(xr + c);
             t[0] = load_n(xr + c, w);
+            if constexpr (kScratch) store_n(xs + k * H + c, t[0], w);
           },
           &s);
       m[k] = s / fh;
     }
     for (int k = 0; k < n; ++k) {
-      const T* xr = x + (r0 + k) * H;
       const Lanes mv = Lanes::splat(m[k]);
       float q;
       row_sums<4, 1>(
           H,
           [&](int64_t c, int64_t w, Lanes* t) {
-            const Lanes d = load_n(xr + c, w) - mv;
+            const Lanes d = row(k, c, w) - mv;
             t[0] = d * d;
           },
           &q);
       v[k] = q / fh;
     }
     for (int k = 0; k < n; ++k) {
-      const T* xr = x + (r0 + k) * H;
       T* yr = y + (r0 + k) * H;
       const Lanes mv = Lanes::splat(m[k]);
       const Lanes rv = Lanes::splat(1.0f / std::sqrt(v[k] + eps));
       with_stream(stream && stream_ok(yr), [&](auto nt) {
         constexpr bool kNt = decltype(nt)::value;
         auto out = [&](int64_t c, int64_t w) {
-          const Lanes xhat = (load_n(xr + c, w) - mv) * rv;
+          const Lanes xhat = (row(k, c, w) - mv) * rv;
           return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
         };
         for_block_pairs(
@@ -209,15 +152,18 @@ void forward_rows_grouped(const T* x, int64_t rows, int64_t H, const float* gamm
   }
 }
 
+// Rows of at most this many bytes go four at a time (forward_rows_impl).
+inline constexpr int64_t kGroupMaxRowBytes = 512;
+
 template <typename T>
 void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                   float eps, bool stream, T* y, float* mean, float* variance) {
   if (kWiden<T> && scratch_rows(H, 1)) {
-    forward_rows_impl<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+    forward_rows_impl<T, true, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
-    forward_rows_grouped<T>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+    forward_rows_impl<T, false, 4>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else {
-    forward_rows_impl<T, false>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+    forward_rows_impl<T, false, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   }
 }
 
@@ -242,8 +188,8 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     row_sums<2, 3>(
         H,
         [&](int64_t c, int64_t w, Lanes* t) {
-          prefetch_ahead(xr, c);
-          prefetch_ahead(dr, c);
+          prefetch_ahead(xr + c);
+          prefetch_ahead(dr + c);
           const Lanes x2 = load_n(xr + c, w) - mv;
           const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
           if constexpr (kScratch) {

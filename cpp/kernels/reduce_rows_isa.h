@@ -4,23 +4,11 @@
 
 #include <cstdint>
 
+#include "prefetch.h"
 #include "simd.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
-
-// Software prefetch for 16-bit rows read from memory: they carry half the
-// bytes per instruction, and the hardware prefetchers stop at every 4 KiB
-// page and leave the memory system idle meanwhile. Requests go kPrefetchBytes
-// ahead of the read position into L2 (prefetcht2), measured faster than into
-// L1; the address is formed as an integer, since it may lie past the buffer
-// (a prefetch never faults). Float32 rows measured no gain.
-inline constexpr int64_t kPrefetchBytes = 4096;
-
-template <typename T>
-inline void prefetch_ahead(const T* p) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), 0, 1);
-}
 
 // Adds columns c0 .. cols-1 of one row into the accumulators: whole
 // vectors, then one column at a time.
@@ -45,7 +33,8 @@ inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float
 // load and one store per kRows rows; kCols vectors side by side give
 // independent add chains. The row order of the additions is unchanged.
 // kPrefetch (ReduceLoop::kBlockedPrefetch): each of the kRows rows is
-// requested ahead, once per cache line, for 16-bit inputs.
+// requested ahead (prefetch.h), once per cache line, for 16-bit inputs,
+// which carry half the bytes per instruction; float32 rows measured no gain.
 template <typename TRes, typename TDy, bool kPrefetch = false>
 void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
