@@ -27,8 +27,4 @@ struct StreamReadSpan {
 // side by side like the kernels' two operands.
 uint64_t stream_read(const StreamReadSpan* spans, int64_t count, const CpuExecutor& ex);
 
-// The instruction set the probe's loop uses on this CPU (generic/avx2/avx512),
-// following the kernels' dispatcher and JAX_LNGB_ISA.
-const char* stream_read_isa();
-
 }  // namespace jax_lngb
