@@ -70,6 +70,10 @@ def test_document_structure(bench):
     for key in ("cpu", "cores", "l3_bytes", "jax", "jaxlib", "numpy", "torch", "isa"):
         assert key in m
     assert m["isa"] in ("generic", "avx2", "avx512")
+    # OpenMP threads wait passively unless the caller chose otherwise (a
+    # spinning torch pool would slow whatever is timed after it).
+    assert m["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
+    assert f"OpenMP wait policy {m['omp_wait_policy']}" in proc.stdout
     assert doc["args"]["section"] == "reduction" and doc["args"]["reps"] == 2
     got = [(tuple(c["shape"]), c["dtype"]) for c in doc["cases"]]
     want = [(tuple(int(d) for d in s.split("x")), NAMES[t]) for s in SHAPES for t in DTYPES]
