@@ -74,9 +74,9 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
 const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
   if (!is_valid_dtype(p.out_dtype)) return "unsupported output dtype";
-  if (!is_valid_dtype(p.in_dtype)) return "unsupported input dtype";
   const int64_t G = p.groups, R = p.rows, H = p.cols;
   const int64_t esize = dtype_size(p.in_dtype);
+  // nullptr for a dtype decoded from foreign bits (reduce_rows_fn checks).
   const ReduceRowsFn reduce =
       reduce_rows_fn(p.in_dtype, p.in_dtype, reduce_loop_for(G * R * H * 2 * esize, H * esize));
   if (reduce == nullptr) return "unsupported input dtype";
