@@ -37,10 +37,32 @@ using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance
                             const float* mean, const float* gamma, int64_t rows, int64_t cols,
                             float epsilon, bool stream, void* pd_x, void* res_for_gamma);
 
+// The fused backward splits a long row's second pass into column ranges
+// (layer_norm_backward.cc) and so keeps the row's constants between the
+// passes: x2 = x - mean, pd_x = a * x2 + b + x1 * rstd and
+// res_for_gamma = x2 * rstd, with a = pd_var * (2/H), b = pd_mean * (1/H).
+struct GradRowCoeffs {
+  float mean, rstd, a, b;
+};
+
+// The first pass of `rows` rows: their sums, into one GradRowCoeffs each.
+using GradCoeffsFn = void (*)(const void* dy, const void* x, const float* variance,
+                              const float* mean, const float* gamma, int64_t rows, int64_t cols,
+                              float epsilon, GradRowCoeffs* coeffs);
+// The second pass over columns [c0, c1) of those rows: pd_x (at its place
+// in the [rows, cols] output) and float32 res_for_gamma, row r's columns at
+// res_for_gamma + r * ld_res. Same values as GradRowsFn's, element for
+// element.
+using GradColsFn = void (*)(const void* dy, const void* x, const GradRowCoeffs* coeffs,
+                            const float* gamma, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
+                            bool stream, void* pd_x, float* res_for_gamma, int64_t ld_res);
+
 struct LayerNormRowsTable {
   ForwardRowsFn forward[kNumDTypes];
   GradRowsFn grad[kNumDTypes];      // res_for_gamma in the input dtype
   GradRowsFn grad_f32[kNumDTypes];  // res_for_gamma in float32
+  GradCoeffsFn grad_coeffs[kNumDTypes];
+  GradColsFn grad_cols_f32[kNumDTypes];
   void (*stream_fence)();           // orders non-temporal stores before a block is reported done
 };
 

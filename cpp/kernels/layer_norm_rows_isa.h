@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lanes.h"
+#include "layer_norm_rows.h"
 #include "prefetch.h"
 
 namespace jax_lngb {
@@ -167,14 +168,41 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
   }
 }
 
+// LayerNormGrad's arithmetic, shared by the row loops below (which differ
+// only in where x2 and x1 come from and which columns they cover).
+//
+// The first pass's per-column terms: x1 * x2, x1 and x2.
+[[gnu::always_inline]] inline void grad_terms(const Lanes& x1, const Lanes& x2, Lanes* t) {
+  t[0] = x1 * x2;
+  t[1] = x1;
+  t[2] = x2;
+}
+
+// The row's constants from the sums of those terms.
+[[gnu::always_inline]] inline GradRowCoeffs grad_coeffs(const float* s, float variance, float mean, int64_t H, float eps) {
+  const float fh = float(H);
+  const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
+  const float rs = 1.0f / std::sqrt(variance + eps);
+  const float pd_var = (-0.5f * (rs * rs * rs)) * s[0];
+  const float pd_mean = (-rs) * s[1] + (pd_var * inv_h) * (-2.0f * s[2]);
+  return {mean, rs, pd_var * two_h, pd_mean * inv_h};
+}
+
+// The constants in every lane, and the second pass's two outputs.
+struct GradLanes {
+  Lanes a, b, rstd;
+  explicit GradLanes(const GradRowCoeffs& k)
+      : a(Lanes::splat(k.a)), b(Lanes::splat(k.b)), rstd(Lanes::splat(k.rstd)) {}
+  Lanes pd_x(const Lanes& x2, const Lanes& x1) const { return (a * x2 + b) + x1 * rstd; }
+  Lanes res(const Lanes& x2) const { return x2 * rstd; }
+};
+
 // kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
 // row scratch for the second; otherwise the second pass recomputes them.
 template <typename T, typename TRes, bool kResIsOutput, bool kScratch>
 void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                     const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                     TRes* res) {
-  const float fh = float(H);
-  const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
   float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
   float* x1s = kScratch ? x2s + H : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
@@ -182,7 +210,6 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     const T* xr = x + r * H;
     T* out = pd_x + r * H;
     TRes* rr = res + r * H;
-    const float rs = 1.0f / std::sqrt(variance[r] + eps);
     const Lanes mv = Lanes::splat(mean[r]);
     float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
     row_sums<2, 3>(
@@ -196,16 +223,10 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
             store_n(x2s + c, x2, w);
             store_n(x1s + c, x1, w);
           }
-          t[0] = x1 * x2;
-          t[1] = x1;
-          t[2] = x2;
+          grad_terms(x1, x2, t);
         },
         s);
-    const float pd_var = (-0.5f * (rs * rs * rs)) * s[0];
-    const float pd_mean = (-rs) * s[1] + (pd_var * inv_h) * (-2.0f * s[2]);
-    const Lanes av = Lanes::splat(pd_var * two_h);
-    const Lanes bv = Lanes::splat(pd_mean * inv_h);
-    const Lanes rv = Lanes::splat(rs);
+    const GradLanes k(grad_coeffs(s, variance[r], mean[r], H, eps));
     // x2 and x1 of the row, again: from the scratch or recomputed.
     auto x2_at = [&](int64_t c, int64_t w) {
       if constexpr (kScratch) {
@@ -225,8 +246,8 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
     with_stream(nt, [&](auto ntc) {
       constexpr bool kNt = decltype(ntc)::value;
-      auto dx = [&](int64_t c, int64_t w) { return (av * x2_at(c, w) + bv) + x1_at(c, w) * rv; };
-      auto rg = [&](int64_t c, int64_t w) { return x2_at(c, w) * rv; };
+      auto dx = [&](int64_t c, int64_t w) { return k.pd_x(x2_at(c, w), x1_at(c, w)); };
+      auto rg = [&](int64_t c, int64_t w) { return k.res(x2_at(c, w)); };
       for_block_pairs(
           H,
           [&](int64_t c) {
@@ -256,6 +277,63 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
   } else {
     grad_rows_impl<T, TRes, kResIsOutput, false>(dy, x, variance, mean, gamma, rows, H, eps, stream,
                                                  pd_x, res);
+  }
+}
+
+// The fused backward's path for long rows (layer_norm_backward.cc): the
+// first pass of `rows` rows, leaving each row's constants in coeffs ...
+template <typename T>
+void grad_coeffs_rows(const T* dy, const T* x, const float* variance, const float* mean,
+                      const float* gamma, int64_t rows, int64_t H, float eps,
+                      GradRowCoeffs* coeffs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dr = dy + r * H;
+    const T* xr = x + r * H;
+    const Lanes mv = Lanes::splat(mean[r]);
+    float s[3];
+    row_sums<2, 3>(
+        H,
+        [&](int64_t c, int64_t w, Lanes* t) {
+          prefetch_ahead(xr + c);
+          prefetch_ahead(dr + c);
+          grad_terms(load_n(dr + c, w) * load_n(gamma + c, w), load_n(xr + c, w) - mv, t);
+        },
+        s);
+    coeffs[r] = grad_coeffs(s, variance[r], mean[r], H, eps);
+  }
+}
+
+// ... then the second pass over columns [c0, c1) of the same rows (c0 a
+// multiple of 16), x and dy read again from cache: pd_x to its place in
+// memory, float32 res_for_gamma to res, row r's columns at res + r * ld_res.
+template <typename T>
+void grad_cols_rows(const T* dy, const T* x, const GradRowCoeffs* coeffs, const float* gamma,
+                    int64_t rows, int64_t H, int64_t c0, int64_t c1, bool stream, T* pd_x,
+                    float* res, int64_t ld_res) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dr = dy + r * H;
+    const T* xr = x + r * H;
+    T* out = pd_x + r * H;
+    float* rr = res + r * ld_res;
+    const Lanes mv = Lanes::splat(coeffs[r].mean);
+    const GradLanes k(coeffs[r]);
+    with_stream(stream && stream_ok(out), [&](auto ntc) {
+      constexpr bool kNt = decltype(ntc)::value;
+      auto x2_at = [&](int64_t c, int64_t w) { return load_n(xr + c, w) - mv; };
+      auto dx = [&](int64_t c, int64_t w) {
+        return k.pd_x(x2_at(c, w), load_n(dr + c, w) * load_n(gamma + c, w));
+      };
+      for_block_pairs(
+          c1 - c0,
+          [&](int64_t j) {
+            store2<kNt>(out + c0 + j, dx(c0 + j, kLanes), dx(c0 + j + kLanes, kLanes));
+            store2<false>(rr + j, k.res(x2_at(c0 + j, kLanes)), k.res(x2_at(c0 + j + kLanes, kLanes)));
+          },
+          [&](int64_t j, int64_t w) {
+            put<kNt>(out + c0 + j, dx(c0 + j, w), w);
+            put<false>(rr + j, k.res(x2_at(c0 + j, w)), w);
+          });
+    });
   }
 }
 

@@ -3,6 +3,7 @@
 // give the same bits with every kind of executor, every output element is
 // written and none beyond (outputs are exactly sized and pre-filled with
 // garbage, for the sanitizer builds), and the values agree with float64.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -60,12 +61,16 @@ void float64_stats(const std::vector<T>& x, int64_t rows, int64_t H, std::vector
 }
 
 // Row kernels of one table on [rows, H] inputs: forward (y, mean, variance),
-// LayerNormGrad with res in T, and with res in float32.
+// LayerNormGrad with res in T, with res in float32, and split as the fused
+// backward splits long rows (the rows' constants, then column ranges).
 template <typename T>
 struct RowResults {
-  std::vector<T> y, pd_x, res, pd_x2;
-  std::vector<float> mean, var, res32;
+  std::vector<T> y, pd_x, res, pd_x2, pd_x3;
+  std::vector<float> mean, var, res32, res3;
 };
+
+// Column ranges of the split LayerNormGrad: a multiple of 16 columns.
+constexpr int64_t kSplitCols = 48;
 
 template <typename T>
 RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, const std::vector<T>& dy,
@@ -81,6 +86,8 @@ RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, con
   o.mean.assign(size_t(rows), -777.0f);
   o.var.assign(size_t(rows), -777.0f);
   o.res32.assign(n, -777.0f);
+  o.pd_x3.assign(n, junk);
+  o.res3.assign(n, -777.0f);
   const int d = int(dtype_of<T>());
   t.forward[d](x.data(), rows, H, gamma.data(), beta.data(), 1e-5f, stream, o.y.data(), o.mean.data(),
                o.var.data());
@@ -88,6 +95,17 @@ RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, con
             o.pd_x.data(), o.res.data());
   t.grad_f32[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, 1e-5f,
                 stream, o.pd_x2.data(), o.res32.data());
+  std::vector<GradRowCoeffs> coeffs(static_cast<size_t>(rows));
+  t.grad_coeffs[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, 1e-5f,
+                   coeffs.data());
+  std::vector<float> part(static_cast<size_t>(rows * kSplitCols));
+  for (int64_t c0 = 0; c0 < H; c0 += kSplitCols) {
+    const int64_t c1 = std::min(H, c0 + kSplitCols);
+    t.grad_cols_f32[d](dy.data(), x.data(), coeffs.data(), gamma.data(), rows, H, c0, c1, stream,
+                       o.pd_x3.data(), part.data(), kSplitCols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = c0; c < c1; ++c) o.res3[size_t(r * H + c)] = part[size_t(r * kSplitCols + c - c0)];
+  }
   t.stream_fence();
   return o;
 }
@@ -120,6 +138,8 @@ void check_rows_type(std::mt19937_64& gen) {
                   "LayerNormGrad differs from generic: " << what);
         CHECK_MSG(same_bits(got.pd_x2, got.pd_x) && same_bits(got.res32, want.res32),
                   "float32-res LayerNormGrad differs: " << what);
+        CHECK_MSG(same_bits(got.pd_x3, got.pd_x) && same_bits(got.res3, got.res32),
+                  "LayerNormGrad by column ranges differs: " << what);
       }
       // Values: float32 statistics and outputs against float64.
       std::vector<double> m64, v64;
@@ -231,10 +251,11 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
   struct Shape {
     int64_t G, R, H;
   };
-  // Several row blocks, groups, a width with a tail, rows of one, and
-  // nothing at all.
+  // Several row blocks, groups, a width with a tail, rows of one, nothing
+  // at all, and long rows (the fused backward's column ranges, the last one
+  // partial, and row batches cut short by the block end).
   for (const Shape s : {Shape{1, 3000, 40}, Shape{3, 700, 33}, Shape{1, 1, 5}, Shape{4, 1, 64}, Shape{2, 0, 8},
-                        Shape{1, 9, 1}, Shape{1, 50, 2000}}) {
+                        Shape{1, 9, 1}, Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049}}) {
     const int64_t n = s.G * s.R * s.H;
     const std::vector<T> x = random_values<T>(gen, n, 1.5f);
     const std::vector<T> dy = random_values<T>(gen, n);
