@@ -232,31 +232,64 @@ inline void store2<true, bf16_t>(bf16_t* p, const Lanes& a, const Lanes& b) {
 }
 #endif
 
+// Partial blocks (the last one of a row whose length is not a multiple of
+// 16). AVX-512 masks the loads and stores (masked-off elements are neither
+// read nor written, and never fault); the other builds go through a buffer.
+// Same values either way: loads give +0 beyond n.
+#if defined(JAX_LNGB_ISA_AVX512)
+namespace lanes_detail {
+inline __mmask16 first_n(int64_t n) { return __mmask16((1u << n) - 1u); }
+inline Lanes masked_load(const float* p, __mmask16 m) { return {{VecF{_mm512_maskz_loadu_ps(m, p)}}}; }
+inline Lanes masked_load(const bf16_t* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return {{VecF{_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))}}};
+}
+inline Lanes masked_load(const f16_t* p, __mmask16 m) {
+  return {{VecF{_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p))}}};
+}
+inline void masked_store(float* p, const Lanes& v, __mmask16 m) { _mm512_mask_storeu_ps(p, m, v.v[0].v); }
+inline void masked_store(bf16_t* p, const Lanes& v, __mmask16 m) { _mm256_mask_storeu_epi16(p, m, to_bf16(v.v[0].v)); }
+inline void masked_store(f16_t* p, const Lanes& v, __mmask16 m) { _mm256_mask_storeu_epi16(p, m, to_f16(v.v[0].v)); }
+}  // namespace lanes_detail
+#endif
+
 // The first n (<= 16) elements at p, zero beyond.
 template <typename T>
 inline Lanes load_n(const T* p, int64_t n) {
   if (n == kLanes) return Lanes::load(p);
+#if defined(JAX_LNGB_ISA_AVX512)
+  return lanes_detail::masked_load(p, lanes_detail::first_n(n));
+#else
   T buf[kLanes] = {};
   std::memcpy(buf, p, size_t(n) * sizeof(T));
   return Lanes::load(buf);
+#endif
 }
 
 // Stores the first n (<= 16) lanes at p.
 template <typename T>
 inline void store_n(T* p, const Lanes& v, int64_t n) {
   if (n == kLanes) return v.store(p);
+#if defined(JAX_LNGB_ISA_AVX512)
+  lanes_detail::masked_store(p, v, lanes_detail::first_n(n));
+#else
   T buf[kLanes];
   v.store(buf);
   std::memcpy(p, buf, size_t(n) * sizeof(T));
+#endif
 }
 
 // v with lanes n.. set to +0.
 inline Lanes keep_first(const Lanes& v, int64_t n) {
   if (n == kLanes) return v;
+#if defined(JAX_LNGB_ISA_AVX512)
+  return {{VecF{_mm512_maskz_mov_ps(lanes_detail::first_n(n), v.v[0].v)}}};
+#else
   float buf[kLanes];
   v.store(buf);
   for (int64_t i = n; i < kLanes; ++i) buf[i] = 0.0f;
   return Lanes::load(buf);
+#endif
 }
 
 // The 16 lanes added in a fixed tree: lane i + lane i+8 (i < 8), then

@@ -199,66 +199,83 @@ struct GradLanes {
 
 // kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
 // row scratch for the second; otherwise the second pass recomputes them.
-template <typename T, typename TRes, bool kResIsOutput, bool kScratch>
+// kGroup rows at a time, each pass over the group's rows before the next
+// (short rows, as in forward_rows_impl: one row's serial chain of sums,
+// square root and division hides behind the next row's); the same
+// arithmetic per row whatever kGroup.
+template <typename T, typename TRes, bool kResIsOutput, bool kScratch, int kGroup>
 void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                     const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                     TRes* res) {
+  static_assert(!kScratch || kGroup == 1, "the row scratch holds one row");
   float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
   float* x1s = kScratch ? x2s + H : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* dr = dy + r * H;
-    const T* xr = x + r * H;
-    T* out = pd_x + r * H;
-    TRes* rr = res + r * H;
-    const Lanes mv = Lanes::splat(mean[r]);
-    float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
-    row_sums<2, 3>(
-        H,
-        [&](int64_t c, int64_t w, Lanes* t) {
-          prefetch_ahead(xr + c);
-          prefetch_ahead(dr + c);
-          const Lanes x2 = load_n(xr + c, w) - mv;
-          const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
-          if constexpr (kScratch) {
-            store_n(x2s + c, x2, w);
-            store_n(x1s + c, x1, w);
-          }
-          grad_terms(x1, x2, t);
-        },
-        s);
-    const GradLanes k(grad_coeffs(s, variance[r], mean[r], H, eps));
-    // x2 and x1 of the row, again: from the scratch or recomputed.
-    auto x2_at = [&](int64_t c, int64_t w) {
-      if constexpr (kScratch) {
-        return load_n(x2s + c, w);
-      } else {
-        return load_n(xr + c, w) - mv;
-      }
-    };
-    auto x1_at = [&](int64_t c, int64_t w) {
-      if constexpr (kScratch) {
-        return load_n(x1s + c, w);
-      } else {
-        return load_n(dr + c, w) * load_n(gamma + c, w);
-      }
-    };
-    // res_for_gamma is streamed with pd_x only when it is an output.
-    const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
-    with_stream(nt, [&](auto ntc) {
-      constexpr bool kNt = decltype(ntc)::value;
-      auto dx = [&](int64_t c, int64_t w) { return k.pd_x(x2_at(c, w), x1_at(c, w)); };
-      auto rg = [&](int64_t c, int64_t w) { return k.res(x2_at(c, w)); };
-      for_block_pairs(
+  for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
+    const int n = int(rows - r0 < kGroup ? rows - r0 : kGroup);
+    GradRowCoeffs coeffs[kGroup];
+    for (int g = 0; g < n; ++g) {
+      const int64_t r = r0 + g;
+      const T* dr = dy + r * H;
+      const T* xr = x + r * H;
+      const Lanes mv = Lanes::splat(mean[r]);
+      float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
+      row_sums<2, 3>(
           H,
-          [&](int64_t c) {
-            store2<kNt>(out + c, dx(c, kLanes), dx(c + kLanes, kLanes));
-            store2<kNt && kResIsOutput>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
+          [&](int64_t c, int64_t w, Lanes* t) {
+            prefetch_ahead(xr + c);
+            prefetch_ahead(dr + c);
+            const Lanes x2 = load_n(xr + c, w) - mv;
+            const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+            if constexpr (kScratch) {
+              store_n(x2s + c, x2, w);
+              store_n(x1s + c, x1, w);
+            }
+            grad_terms(x1, x2, t);
           },
-          [&](int64_t c, int64_t w) {
-            put<kNt>(out + c, dx(c, w), w);
-            put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
-          });
-    });
+          s);
+      coeffs[g] = grad_coeffs(s, variance[r], mean[r], H, eps);
+    }
+    for (int g = 0; g < n; ++g) {
+      const int64_t r = r0 + g;
+      const T* dr = dy + r * H;
+      const T* xr = x + r * H;
+      T* out = pd_x + r * H;
+      TRes* rr = res + r * H;
+      const Lanes mv = Lanes::splat(coeffs[g].mean);
+      const GradLanes k(coeffs[g]);
+      // x2 and x1 of the row, again: from the scratch or recomputed.
+      auto x2_at = [&](int64_t c, int64_t w) {
+        if constexpr (kScratch) {
+          return load_n(x2s + c, w);
+        } else {
+          return load_n(xr + c, w) - mv;
+        }
+      };
+      auto x1_at = [&](int64_t c, int64_t w) {
+        if constexpr (kScratch) {
+          return load_n(x1s + c, w);
+        } else {
+          return load_n(dr + c, w) * load_n(gamma + c, w);
+        }
+      };
+      // res_for_gamma is streamed with pd_x only when it is an output.
+      const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
+      with_stream(nt, [&](auto ntc) {
+        constexpr bool kNt = decltype(ntc)::value;
+        auto dx = [&](int64_t c, int64_t w) { return k.pd_x(x2_at(c, w), x1_at(c, w)); };
+        auto rg = [&](int64_t c, int64_t w) { return k.res(x2_at(c, w)); };
+        for_block_pairs(
+            H,
+            [&](int64_t c) {
+              store2<kNt>(out + c, dx(c, kLanes), dx(c + kLanes, kLanes));
+              store2<kNt && kResIsOutput>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
+            },
+            [&](int64_t c, int64_t w) {
+              put<kNt>(out + c, dx(c, w), w);
+              put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
+            });
+      });
+    }
   }
 }
 
@@ -266,17 +283,21 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
 // may be streamed; otherwise it is scratch that must stay in cache. The
 // first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32
 // row scratch (L1/L2) when the row suits it (scratch_rows), so the second
-// pass neither reloads nor reconverts x, dy and gamma.
+// pass neither reloads nor reconverts x, dy and gamma. Short rows go
+// kGroup at a time (kGroupMaxRowBytes, as in the forward).
 template <typename T, typename TRes, bool kResIsOutput>
 void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
                const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                TRes* res) {
   if (scratch_rows(H, 2)) {
-    grad_rows_impl<T, TRes, kResIsOutput, true>(dy, x, variance, mean, gamma, rows, H, eps, stream,
-                                                pd_x, res);
+    grad_rows_impl<T, TRes, kResIsOutput, true, 1>(dy, x, variance, mean, gamma, rows, H, eps,
+                                                   stream, pd_x, res);
+  } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
+    grad_rows_impl<T, TRes, kResIsOutput, false, 4>(dy, x, variance, mean, gamma, rows, H, eps,
+                                                    stream, pd_x, res);
   } else {
-    grad_rows_impl<T, TRes, kResIsOutput, false>(dy, x, variance, mean, gamma, rows, H, eps, stream,
-                                                 pd_x, res);
+    grad_rows_impl<T, TRes, kResIsOutput, false, 1>(dy, x, variance, mean, gamma, rows, H, eps,
+                                                    stream, pd_x, res);
   }
 }
 
