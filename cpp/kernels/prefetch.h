@@ -22,4 +22,17 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), 0, 1);
 }
 
+// prefetch_ahead for element c of a row segment of `cols` elements that is
+// not the whole row (a column chunk): where kPrefetchBytes further on lies
+// past the segment's end, the request goes that far into the segment `next`
+// elements on instead, the one read after this (the same columns some rows
+// down), rather than into columns another task reads.
+template <typename T>
+inline void prefetch_ahead_in(const T* row, int64_t c, int64_t cols, int64_t next) {
+  int64_t at = c + kPrefetchBytes / int64_t(sizeof(T));
+  if (at >= cols) at += next - cols;
+  __builtin_prefetch(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row) + uintptr_t(at) * sizeof(T)), 0, 1);
+}
+
 }  // namespace jax_lngb

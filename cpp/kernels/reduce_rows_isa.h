@@ -33,15 +33,19 @@ inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float
 // load and one store per kRows rows; kCols vectors side by side give
 // independent add chains. The row order of the additions is unchanged.
 // kPrefetch (ReduceLoop::kBlockedPrefetch): each of the kRows rows is
-// requested ahead (prefetch.h), once per cache line, for 16-bit inputs,
-// which carry half the bytes per instruction; float32 rows measured no gain.
+// requested ahead (prefetch.h), once per cache line. The rows are often
+// column chunks of longer rows (few rows, many columns), so near a chunk's
+// end the request goes to the same columns of the next kRows rows, the
+// ones read next: continuing into the columns past the chunk fetched data
+// another task reads (with 4096-column 16-bit chunks, a third of the memory
+// traffic was such waste).
 template <typename TRes, typename TDy, bool kPrefetch = false>
 void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   constexpr int kRows = 4;
   constexpr int kCols = 2;
-  constexpr bool kAhead = kPrefetch && sizeof(TRes) == 2 && sizeof(TDy) == 2;
+  constexpr bool kAhead = kPrefetch && sizeof(TRes) == sizeof(TDy);
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
     const TRes* x = res + r * ld_res;
@@ -49,12 +53,18 @@ void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols
     int64_t c = 0;
     for (; c + kCols * W <= cols; c += kCols * W) {
       if constexpr (kAhead) {
-        // A step reads one 64-byte line of each row with AVX-512, half a
-        // line with 8-lane vectors: one request per line.
-        if (kCols * W * sizeof(TDy) >= 64 || (c & (64 / sizeof(TDy) - 1)) == 0) {
+        // A step reads kStepBytes of each row: two 64-byte lines (float32
+        // with AVX-512), one, or half of one (16-bit with 8-lane vectors,
+        // requested every other step): one request per line.
+        constexpr int64_t kStepBytes = kCols * W * int64_t(sizeof(TDy));
+        constexpr int kLines = kStepBytes >= 64 ? int(kStepBytes / 64) : 1;
+        constexpr int64_t kLineElems = 64 / int64_t(sizeof(TDy));
+        if (kStepBytes >= 64 || (c & (kLineElems - 1)) == 0) {
           for (int k = 0; k < kRows; ++k) {
-            prefetch_ahead(x + k * ld_res + c);
-            prefetch_ahead(d + k * ld_dy + c);
+            for (int l = 0; l < kLines; ++l) {
+              prefetch_ahead_in(x + k * ld_res, c + l * kLineElems, cols, kRows * ld_res);
+              prefetch_ahead_in(d + k * ld_dy, c + l * kLineElems, cols, kRows * ld_dy);
+            }
           }
         }
       }
