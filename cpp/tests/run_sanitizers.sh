@@ -19,10 +19,14 @@ jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 
+# -O1 (the level the sanitizers' documentation advises) rather than the
+# Release -O3: the instrumented kernels, three ISA variants of template
+# code, build in about half the time, and the driver runs about as fast.
 configure_and_build() {  # <dir> <cmake args...>
   local dir=$1
   shift
-  cmake -S "$root/cpp" -B "$dir" "${generator[@]}" -DJAX_LNGB_PYTHON=OFF -DJAX_LNGB_TESTS=ON "$@" >/dev/null
+  cmake -S "$root/cpp" -B "$dir" "${generator[@]}" -DJAX_LNGB_PYTHON=OFF -DJAX_LNGB_TESTS=ON \
+    -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" "$@" >/dev/null
   cmake --build "$dir" --target jax_lngb_kernel_tests --parallel "$jobs"
 }
 
