@@ -63,6 +63,19 @@ def bench(tmp_path_factory):
     return proc, json.loads(out.read_text()), png
 
 
+def test_transparent_hugepages_mode(tmp_path):
+    from jax_lngb.bench.__main__ import transparent_hugepages
+
+    f = tmp_path / "enabled"
+    f.write_text("always [madvise] never\n")
+    assert transparent_hugepages(str(f)) == "madvise"
+    f.write_text("[always] madvise never\n")
+    assert transparent_hugepages(str(f)) == "always"
+    f.write_text("garbage\n")
+    assert transparent_hugepages(str(f)) is None
+    assert transparent_hugepages(str(tmp_path / "missing")) is None
+
+
 def test_document_structure(bench):
     proc, doc, _ = bench
     assert set(doc) >= {"machine", "args", "cases", "targets"}
@@ -74,6 +87,11 @@ def test_document_structure(bench):
     # spinning torch pool would slow whatever is timed after it).
     assert m["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
     assert f"OpenMP wait policy {m['omp_wait_policy']}" in proc.stdout
+    # Whether large buffers may get huge pages: it moves the peers' times.
+    assert m["glibc_tunables"] == os.environ.get("GLIBC_TUNABLES")
+    if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
+        assert m["transparent_hugepages"] in ("always", "madvise", "never")
+        assert f"transparent huge pages: {m['transparent_hugepages']}" in proc.stdout
     assert doc["args"]["section"] == "reduction" and doc["args"]["reps"] == 2
     got = [(tuple(c["shape"]), c["dtype"]) for c in doc["cases"]]
     want = [(tuple(int(d) for d in s.split("x")), NAMES[t]) for s in SHAPES for t in DTYPES]

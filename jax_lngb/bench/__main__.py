@@ -88,6 +88,25 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def transparent_hugepages(path: str = _THP_ENABLED) -> str | None:
+    """The kernel's transparent-huge-page mode ("always", "madvise" or
+    "never": the bracketed word of `path`), or None where it cannot be read.
+    With "madvise", large buffers get huge pages only if their allocator asks
+    (glibc's malloc does when GLIBC_TUNABLES has glibc.malloc.hugetlb=1):
+    that decides much of the page-fault cost of the peers that allocate
+    their outputs on every call (see the README's figures)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
+
+
 def machine_info(l3: int) -> dict[str, Any]:
     from jax_lngb import _native
     from jax_lngb._version import __version__
@@ -122,6 +141,8 @@ def machine_info(l3: int) -> dict[str, Any]:
         "torch_threads": torch_threads,
         "jax_lngb_num_threads": os.environ.get("JAX_LNGB_NUM_THREADS"),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "transparent_hugepages": transparent_hugepages(),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
     }
 
 
@@ -132,6 +153,9 @@ def _print_machine(info: dict[str, Any]) -> None:
           f"torch {info['torch'] or 'not installed'}; XLA threads {info['xla_threads']}"
           + (f", torch threads {info['torch_threads']}" if info["torch_threads"] else "")
           + (f", OpenMP wait policy {info['omp_wait_policy']}" if info["omp_wait_policy"] else ""))
+    if info["transparent_hugepages"] or info["glibc_tunables"]:
+        print(f"transparent huge pages: {info['transparent_hugepages'] or 'unknown'}"
+              + (f"; GLIBC_TUNABLES={info['glibc_tunables']}" if info["glibc_tunables"] else ""))
 
 
 # OpenMP runtimes (PyTorch's) keep their threads spinning for a while after
