@@ -30,39 +30,27 @@ using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const 
 //   pd_mean = -rstd * sum(x1) + pd_var * (1/H) * (-2 * sum(x2))
 //   pd_x    = pd_var * (2/H) * x2 + pd_mean * (1/H) + x1 * rstd
 //   res_for_gamma = x2 * rstd
-// pd_x is stored as T; res_for_gamma as T (`grad`) or float32 (`grad_f32`,
-// the fused backward's cache-resident scratch). `stream` selects
-// non-temporal stores for pd_x (never changes a value).
+// pd_x and res_for_gamma are stored as T. `stream` selects non-temporal
+// stores for them (never changes a value).
 using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance,
                             const float* mean, const float* gamma, int64_t rows, int64_t cols,
                             float epsilon, bool stream, void* pd_x, void* res_for_gamma);
 
-// The fused backward splits a long row's second pass into column ranges
-// (layer_norm_backward.cc) and so keeps the row's constants between the
-// passes: x2 = x - mean, pd_x = a * x2 + b + x1 * rstd and
-// res_for_gamma = x2 * rstd, with a = pd_var * (2/H), b = pd_mean * (1/H).
-struct GradRowCoeffs {
-  float mean, rstd, a, b;
-};
-
-// The first pass of `rows` rows: their sums, into one GradRowCoeffs each.
-using GradCoeffsFn = void (*)(const void* dy, const void* x, const float* variance,
+// The fused backward's rows (layer_norm_backward.cc): pd_x as GradRowsFn
+// computes it, and res_for_gamma, computed in float32 as well but never
+// stored, added together with dy into the float32 gamma/beta accumulators
+// (`cols` floats each) by the reduction's step (reduce_step.h): rows in
+// order, kReduceRowBlock rows per load and store of the accumulators. The
+// sums are reduce_rows' over the float32 res_for_gamma, bit for bit.
+using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance,
                               const float* mean, const float* gamma, int64_t rows, int64_t cols,
-                              float epsilon, GradRowCoeffs* coeffs);
-// The second pass over columns [c0, c1) of those rows: pd_x (at its place
-// in the [rows, cols] output) and float32 res_for_gamma, row r's columns at
-// res_for_gamma + r * ld_res. Same values as GradRowsFn's, element for
-// element.
-using GradColsFn = void (*)(const void* dy, const void* x, const GradRowCoeffs* coeffs,
-                            const float* gamma, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
-                            bool stream, void* pd_x, float* res_for_gamma, int64_t ld_res);
+                              float epsilon, bool stream, void* pd_x, float* acc_gamma,
+                              float* acc_beta);
 
 struct LayerNormRowsTable {
   ForwardRowsFn forward[kNumDTypes];
-  GradRowsFn grad[kNumDTypes];      // res_for_gamma in the input dtype
-  GradRowsFn grad_f32[kNumDTypes];  // res_for_gamma in float32
-  GradCoeffsFn grad_coeffs[kNumDTypes];
-  GradColsFn grad_cols_f32[kNumDTypes];
+  GradRowsFn grad[kNumDTypes];
+  GradReduceFn grad_reduce[kNumDTypes];
   void (*stream_fence)();           // orders non-temporal stores before a block is reported done
 };
 

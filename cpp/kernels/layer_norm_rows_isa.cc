@@ -16,38 +16,28 @@ void forward_erased(const void* x, int64_t rows, int64_t cols, const float* gamm
                mean, variance);
 }
 
-template <typename T, typename TRes, bool kResIsOutput>
+template <typename T>
 void grad_erased(const void* dy, const void* x, const float* variance, const float* mean,
                  const float* gamma, int64_t rows, int64_t cols, float eps, bool stream, void* pd_x,
                  void* res) {
-  grad_rows<T, TRes, kResIsOutput>(static_cast<const T*>(dy), static_cast<const T*>(x), variance,
-                                   mean, gamma, rows, cols, eps, stream, static_cast<T*>(pd_x),
-                                   static_cast<TRes*>(res));
+  grad_rows(static_cast<const T*>(dy), static_cast<const T*>(x), variance, mean, gamma, rows, cols,
+            eps, stream, static_cast<T*>(pd_x), static_cast<T*>(res));
 }
 
 template <typename T>
-void coeffs_erased(const void* dy, const void* x, const float* variance, const float* mean,
-                   const float* gamma, int64_t rows, int64_t cols, float eps, GradRowCoeffs* coeffs) {
-  grad_coeffs_rows(static_cast<const T*>(dy), static_cast<const T*>(x), variance, mean, gamma, rows,
-                   cols, eps, coeffs);
-}
-
-template <typename T>
-void cols_erased(const void* dy, const void* x, const GradRowCoeffs* coeffs, const float* gamma,
-                 int64_t rows, int64_t cols, int64_t c0, int64_t c1, bool stream, void* pd_x,
-                 float* res, int64_t ld_res) {
-  grad_cols_rows(static_cast<const T*>(dy), static_cast<const T*>(x), coeffs, gamma, rows, cols, c0,
-                 c1, stream, static_cast<T*>(pd_x), res, ld_res);
+void grad_reduce_erased(const void* dy, const void* x, const float* variance, const float* mean,
+                        const float* gamma, int64_t rows, int64_t cols, float eps, bool stream,
+                        void* pd_x, float* acc_gamma, float* acc_beta) {
+  grad_reduce_rows(static_cast<const T*>(dy), static_cast<const T*>(x), variance, mean, gamma, rows,
+                   cols, eps, stream, static_cast<T*>(pd_x), acc_gamma, acc_beta);
 }
 
 template <typename T>
 void fill(LayerNormRowsTable& t) {
   constexpr int i = int(dtype_of<T>());
   t.forward[i] = &forward_erased<T>;
-  t.grad[i] = &grad_erased<T, T, true>;
-  t.grad_f32[i] = &grad_erased<T, float, false>;
-  t.grad_coeffs[i] = &coeffs_erased<T>;
-  t.grad_cols_f32[i] = &cols_erased<T>;
+  t.grad[i] = &grad_erased<T>;
+  t.grad_reduce[i] = &grad_reduce_erased<T>;
 }
 
 void fence() { stream_fence(); }

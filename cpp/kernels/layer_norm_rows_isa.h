@@ -12,6 +12,7 @@
 #include "lanes.h"
 #include "layer_norm_rows.h"
 #include "prefetch.h"
+#include "reduce_step.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
@@ -178,6 +179,13 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
   t[2] = x2;
 }
 
+// A row's constants between the passes: x2 = x - mean,
+// pd_x = a * x2 + b + x1 * rstd and res_for_gamma = x2 * rstd, with
+// a = pd_var * (2/H) and b = pd_mean * (1/H).
+struct GradRowCoeffs {
+  float mean, rstd, a, b;
+};
+
 // The row's constants from the sums of those terms.
 [[gnu::always_inline]] inline GradRowCoeffs grad_coeffs(const float* s, float variance, float mean, int64_t H, float eps) {
   const float fh = float(H);
@@ -191,11 +199,51 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
 // The constants in every lane, and the second pass's two outputs.
 struct GradLanes {
   Lanes a, b, rstd;
+  GradLanes() = default;
   explicit GradLanes(const GradRowCoeffs& k)
       : a(Lanes::splat(k.a)), b(Lanes::splat(k.b)), rstd(Lanes::splat(k.rstd)) {}
   Lanes pd_x(const Lanes& x2, const Lanes& x1) const { return (a * x2 + b) + x1 * rstd; }
   Lanes res(const Lanes& x2) const { return x2 * rstd; }
 };
+
+// The first pass over one row of x and dy (read from memory, requested
+// ahead): the row's constants and, with kScratch, two float32 rows for the
+// second pass: x2 = x - mean at x2_row and, at x1_row, x1 = dy * gamma
+// (kKeepX1, LayerNormGrad's second pass needs nothing else) or the widened
+// dy (the fused rows also add dy into the beta sums).
+template <typename T, bool kScratch, bool kKeepX1>
+inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, float mean,
+                                     const float* gamma, int64_t H, float eps, float* x2_row,
+                                     float* x1_row) {
+  const Lanes mv = Lanes::splat(mean);
+  float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
+  row_sums<2, 3>(
+      H,
+      [&](int64_t c, int64_t w, Lanes* t) {
+        prefetch_ahead(xr + c);
+        prefetch_ahead(dr + c);
+        const Lanes x2 = load_n(xr + c, w) - mv;
+        const Lanes d = load_n(dr + c, w);
+        const Lanes x1 = d * load_n(gamma + c, w);
+        if constexpr (kScratch) {
+          store_n(x2_row + c, x2, w);
+          store_n(x1_row + c, kKeepX1 ? x1 : d, w);
+        }
+        grad_terms(x1, x2, t);
+      },
+      s);
+  return grad_coeffs(s, variance, mean, H, eps);
+}
+
+// The same, as a function of its own for the fused rows' loop: inlined
+// there, GCC kept row_sums' accumulators on the stack (a store and a reload
+// per add; 25-40% slower).
+template <typename T, bool kScratch>
+[[gnu::noinline]] GradRowCoeffs grad_first_pass_outlined(const T* dr, const T* xr, float variance,
+                                                         float mean, const float* gamma, int64_t H,
+                                                         float eps, float* x2_row, float* dy_row) {
+  return grad_first_pass<T, kScratch, false>(dr, xr, variance, mean, gamma, H, eps, x2_row, dy_row);
+}
 
 // kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
 // row scratch for the second; otherwise the second pass recomputes them.
@@ -203,10 +251,10 @@ struct GradLanes {
 // (short rows, as in forward_rows_impl: one row's serial chain of sums,
 // square root and division hides behind the next row's); the same
 // arithmetic per row whatever kGroup.
-template <typename T, typename TRes, bool kResIsOutput, bool kScratch, int kGroup>
+template <typename T, bool kScratch, int kGroup>
 void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                     const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-                    TRes* res) {
+                    T* res) {
   static_assert(!kScratch || kGroup == 1, "the row scratch holds one row");
   float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
   float* x1s = kScratch ? x2s + H : nullptr;
@@ -215,32 +263,15 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     GradRowCoeffs coeffs[kGroup];
     for (int g = 0; g < n; ++g) {
       const int64_t r = r0 + g;
-      const T* dr = dy + r * H;
-      const T* xr = x + r * H;
-      const Lanes mv = Lanes::splat(mean[r]);
-      float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
-      row_sums<2, 3>(
-          H,
-          [&](int64_t c, int64_t w, Lanes* t) {
-            prefetch_ahead(xr + c);
-            prefetch_ahead(dr + c);
-            const Lanes x2 = load_n(xr + c, w) - mv;
-            const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
-            if constexpr (kScratch) {
-              store_n(x2s + c, x2, w);
-              store_n(x1s + c, x1, w);
-            }
-            grad_terms(x1, x2, t);
-          },
-          s);
-      coeffs[g] = grad_coeffs(s, variance[r], mean[r], H, eps);
+      coeffs[g] = grad_first_pass<T, kScratch, true>(dy + r * H, x + r * H, variance[r], mean[r], gamma, H,
+                                                     eps, x2s, x1s);
     }
     for (int g = 0; g < n; ++g) {
       const int64_t r = r0 + g;
       const T* dr = dy + r * H;
       const T* xr = x + r * H;
       T* out = pd_x + r * H;
-      TRes* rr = res + r * H;
+      T* rr = res + r * H;
       const Lanes mv = Lanes::splat(coeffs[g].mean);
       const GradLanes k(coeffs[g]);
       // x2 and x1 of the row, again: from the scratch or recomputed.
@@ -258,8 +289,7 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
           return load_n(dr + c, w) * load_n(gamma + c, w);
         }
       };
-      // res_for_gamma is streamed with pd_x only when it is an output.
-      const bool nt = stream && stream_ok(out) && (!kResIsOutput || stream_ok(rr));
+      const bool nt = stream && stream_ok(out) && stream_ok(rr);
       with_stream(nt, [&](auto ntc) {
         constexpr bool kNt = decltype(ntc)::value;
         auto dx = [&](int64_t c, int64_t w) { return k.pd_x(x2_at(c, w), x1_at(c, w)); };
@@ -268,93 +298,155 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
             H,
             [&](int64_t c) {
               store2<kNt>(out + c, dx(c, kLanes), dx(c + kLanes, kLanes));
-              store2<kNt && kResIsOutput>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
+              store2<kNt>(rr + c, rg(c, kLanes), rg(c + kLanes, kLanes));
             },
             [&](int64_t c, int64_t w) {
               put<kNt>(out + c, dx(c, w), w);
-              put<kNt && kResIsOutput>(rr + c, rg(c, w), w);
+              put<kNt>(rr + c, rg(c, w), w);
             });
       });
     }
   }
 }
 
-// kResIsOutput: res_for_gamma goes to memory (the public LayerNormGrad) and
-// may be streamed; otherwise it is scratch that must stay in cache. The
-// first pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32
-// row scratch (L1/L2) when the row suits it (scratch_rows), so the second
-// pass neither reloads nor reconverts x, dy and gamma. Short rows go
-// kGroup at a time (kGroupMaxRowBytes, as in the forward).
-template <typename T, typename TRes, bool kResIsOutput>
+// The public LayerNormGrad: pd_x and res_for_gamma to memory. The first
+// pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32 row
+// scratch (L1/L2) when the row suits it (scratch_rows), so the second pass
+// neither reloads nor reconverts x, dy and gamma. Short rows go kGroup at a
+// time (kGroupMaxRowBytes, as in the forward).
+template <typename T>
 void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
                const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-               TRes* res) {
+               T* res) {
   if (scratch_rows(H, 2)) {
-    grad_rows_impl<T, TRes, kResIsOutput, true, 1>(dy, x, variance, mean, gamma, rows, H, eps,
-                                                   stream, pd_x, res);
+    grad_rows_impl<T, true, 1>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
-    grad_rows_impl<T, TRes, kResIsOutput, false, 4>(dy, x, variance, mean, gamma, rows, H, eps,
-                                                    stream, pd_x, res);
+    grad_rows_impl<T, false, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   } else {
-    grad_rows_impl<T, TRes, kResIsOutput, false, 1>(dy, x, variance, mean, gamma, rows, H, eps,
-                                                    stream, pd_x, res);
+    grad_rows_impl<T, false, 1>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   }
 }
 
-// The fused backward's path for long rows (layer_norm_backward.cc): the
-// first pass of `rows` rows, leaving each row's constants in coeffs ...
-template <typename T>
-void grad_coeffs_rows(const T* dy, const T* x, const float* variance, const float* mean,
-                      const float* gamma, int64_t rows, int64_t H, float eps,
-                      GradRowCoeffs* coeffs) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* dr = dy + r * H;
-    const T* xr = x + r * H;
-    const Lanes mv = Lanes::splat(mean[r]);
-    float s[3];
-    row_sums<2, 3>(
-        H,
-        [&](int64_t c, int64_t w, Lanes* t) {
-          prefetch_ahead(xr + c);
-          prefetch_ahead(dr + c);
-          grad_terms(load_n(dr + c, w) * load_n(gamma + c, w), load_n(xr + c, w) - mv, t);
-        },
-        s);
-    coeffs[r] = grad_coeffs(s, variance[r], mean[r], H, eps);
-  }
-}
-
-// ... then the second pass over columns [c0, c1) of the same rows (c0 a
-// multiple of 16), x and dy read again from cache: pd_x to its place in
-// memory, float32 res_for_gamma to res, row r's columns at res + r * ld_res.
-template <typename T>
-void grad_cols_rows(const T* dy, const T* x, const GradRowCoeffs* coeffs, const float* gamma,
-                    int64_t rows, int64_t H, int64_t c0, int64_t c1, bool stream, T* pd_x,
-                    float* res, int64_t ld_res) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* dr = dy + r * H;
-    const T* xr = x + r * H;
-    T* out = pd_x + r * H;
-    float* rr = res + r * ld_res;
-    const Lanes mv = Lanes::splat(coeffs[r].mean);
-    const GradLanes k(coeffs[r]);
-    with_stream(stream && stream_ok(out), [&](auto ntc) {
-      constexpr bool kNt = decltype(ntc)::value;
-      auto x2_at = [&](int64_t c, int64_t w) { return load_n(xr + c, w) - mv; };
-      auto dx = [&](int64_t c, int64_t w) {
-        return k.pd_x(x2_at(c, w), load_n(dr + c, w) * load_n(gamma + c, w));
+// The fused backward's rows (GradReduceFn), kTile = kReduceRowBlock rows at
+// a time: the first pass of each row as in grad_rows_impl, then one sweep
+// over the columns of all the tile's rows that writes each row's pd_x and
+// hands res_for_gamma = x2 * rstd, still in registers, to reduce_step. The
+// accumulators are loaded and stored once per tile and column block, as in
+// reduce_rows' blocked loop, and each column adds the tile's rows in order:
+// reduce_rows' bits, without res_for_gamma's round trip through a scratch
+// and without widening dy a second time.
+// kScratch: the first pass leaves x2 = x - mean and the widened dy of the
+// tile's rows in a float32 scratch (L1 for the rows the fused backward
+// sends here, up to 2048 columns); otherwise the sweep reloads them from the
+// input rows, still in cache (short rows).
+template <typename T, bool kScratch>
+void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
+                           const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
+                           T* pd_x, float* acc_g, float* acc_b) {
+  constexpr int kTile = kReduceRowBlock;
+  static_assert(kTile == 4, "the sweep's dispatch below covers tiles of 1 to 4 rows");
+  float* x2s = kScratch ? row_scratch(2 * kTile * H) : nullptr;
+  float* dys = kScratch ? x2s + kTile * H : nullptr;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int n = int(rows - r0 < kTile ? rows - r0 : kTile);
+    GradRowCoeffs coeffs[kTile];
+    for (int k = 0; k < n; ++k) {
+      const int64_t r = r0 + k;
+      coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma,
+                                                        H, eps, kScratch ? x2s + k * H : nullptr,
+                                                        kScratch ? dys + k * H : nullptr);
+    }
+    // The sweep, for the tile's kN rows (a constant, so it unrolls).
+    auto sweep = [&](auto rows_c) {
+      constexpr int kN = decltype(rows_c)::value;
+      GradLanes k[kN];
+      Lanes mv[kN];
+      T* out[kN];
+      bool nt = stream;
+      for (int i = 0; i < kN; ++i) {
+        k[i] = GradLanes(coeffs[i]);
+        mv[i] = Lanes::splat(coeffs[i].mean);
+        out[i] = pd_x + (r0 + i) * H;
+        nt = nt && stream_ok(out[i]);
+      }
+      // Row i's x2 and dy at columns c .. c+w-1.
+      auto x2_at = [&](int i, int64_t c, int64_t w) {
+        if constexpr (kScratch) {
+          return load_n(x2s + i * H + c, w);
+        } else {
+          return load_n(x + (r0 + i) * H + c, w) - mv[i];
+        }
       };
-      for_block_pairs(
-          c1 - c0,
-          [&](int64_t j) {
-            store2<kNt>(out + c0 + j, dx(c0 + j, kLanes), dx(c0 + j + kLanes, kLanes));
-            store2<false>(rr + j, k.res(x2_at(c0 + j, kLanes)), k.res(x2_at(c0 + j + kLanes, kLanes)));
-          },
-          [&](int64_t j, int64_t w) {
-            put<kNt>(out + c0 + j, dx(c0 + j, w), w);
-            put<false>(rr + j, k.res(x2_at(c0 + j, w)), w);
-          });
-    });
+      auto dy_at = [&](int i, int64_t c, int64_t w) {
+        if constexpr (kScratch) {
+          return load_n(dys + i * H + c, w);
+        } else {
+          return load_n(dy + (r0 + i) * H + c, w);
+        }
+      };
+      with_stream(nt, [&](auto ntc) {
+        constexpr bool kNt = decltype(ntc)::value;
+        for_block_pairs(
+            H,
+            [&](int64_t c) {
+              Lanes g0 = load_n(acc_g + c, kLanes), g1 = load_n(acc_g + c + kLanes, kLanes);
+              Lanes b0 = load_n(acc_b + c, kLanes), b1 = load_n(acc_b + c + kLanes, kLanes);
+              const Lanes gm0 = load_n(gamma + c, kLanes), gm1 = load_n(gamma + c + kLanes, kLanes);
+#pragma GCC unroll 4
+              for (int i = 0; i < kN; ++i) {
+                const Lanes x20 = x2_at(i, c, kLanes), x21 = x2_at(i, c + kLanes, kLanes);
+                const Lanes d0 = dy_at(i, c, kLanes), d1 = dy_at(i, c + kLanes, kLanes);
+                store2<kNt>(out[i] + c, k[i].pd_x(x20, d0 * gm0), k[i].pd_x(x21, d1 * gm1));
+                reduce_step(g0, b0, k[i].res(x20), d0);
+                reduce_step(g1, b1, k[i].res(x21), d1);
+              }
+              store_n(acc_g + c, g0, kLanes);
+              store_n(acc_g + c + kLanes, g1, kLanes);
+              store_n(acc_b + c, b0, kLanes);
+              store_n(acc_b + c + kLanes, b1, kLanes);
+            },
+            [&](int64_t c, int64_t w) {
+              Lanes g = load_n(acc_g + c, w), b = load_n(acc_b + c, w);
+              const Lanes gm = load_n(gamma + c, w);
+#pragma GCC unroll 4
+              for (int i = 0; i < kN; ++i) {
+                const Lanes x2 = x2_at(i, c, w), d = dy_at(i, c, w);
+                put<kNt>(out[i] + c, k[i].pd_x(x2, d * gm), w);
+                reduce_step(g, b, k[i].res(x2), d);
+              }
+              store_n(acc_g + c, g, w);
+              store_n(acc_b + c, b, w);
+            });
+      });
+    };
+    switch (n) {
+      case 4:
+        sweep(std::integral_constant<int, 4>{});
+        break;
+      case 3:
+        sweep(std::integral_constant<int, 3>{});
+        break;
+      case 2:
+        sweep(std::integral_constant<int, 2>{});
+        break;
+      default:
+        sweep(std::integral_constant<int, 1>{});
+        break;
+    }
+  }
+}
+
+// The tile's scratch (two float32 rows per row) is used when it stays
+// within L2 with room to spare; short rows reload from the input instead
+// (see scratch_rows).
+template <typename T>
+void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
+                      const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+                      float* acc_g, float* acc_b) {
+  if (scratch_rows(H, 2 * kReduceRowBlock)) {
+    grad_reduce_rows_impl<T, true>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+  } else {
+    grad_reduce_rows_impl<T, false>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   }
 }
 

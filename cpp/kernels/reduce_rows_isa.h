@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "prefetch.h"
+#include "reduce_step.h"
 #include "simd.h"
 
 namespace jax_lngb {
@@ -17,15 +18,12 @@ inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float
   constexpr int W = VecF::kWidth;
   int64_t c = c0;
   for (; c + W <= cols; c += W) {
-    const VecF dv = VecF::load(d + c);
-    (VecF::load(acc_g + c) + VecF::load(x + c) * dv).store(acc_g + c);
-    (VecF::load(acc_b + c) + dv).store(acc_b + c);
+    VecF g = VecF::load(acc_g + c), b = VecF::load(acc_b + c);
+    reduce_step(g, b, VecF::load(x + c), VecF::load(d + c));
+    g.store(acc_g + c);
+    b.store(acc_b + c);
   }
-  for (; c < cols; ++c) {
-    const float dv = to_float(d[c]);
-    acc_g[c] = acc_g[c] + to_float(x[c]) * dv;
-    acc_b[c] = acc_b[c] + dv;
-  }
+  for (; c < cols; ++c) reduce_step(acc_g[c], acc_b[c], to_float(x[c]), to_float(d[c]));
 }
 
 // Register blocking: kRows rows are added into one pair of accumulators per
@@ -43,7 +41,7 @@ template <typename TRes, typename TDy, bool kPrefetch = false>
 void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
-  constexpr int kRows = 4;
+  constexpr int kRows = kReduceRowBlock;
   constexpr int kCols = 2;
   constexpr bool kAhead = kPrefetch && sizeof(TRes) == sizeof(TDy);
   int64_t r = 0;
@@ -75,10 +73,7 @@ void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols
       }
       for (int k = 0; k < kRows; ++k) {
         for (int j = 0; j < kCols; ++j) {
-          const VecF dv = VecF::load(d + k * ld_dy + c + j * W);
-          const VecF xv = VecF::load(x + k * ld_res + c + j * W);
-          g[j] = g[j] + xv * dv;
-          b[j] = b[j] + dv;
+          reduce_step(g[j], b[j], VecF::load(x + k * ld_res + c + j * W), VecF::load(d + k * ld_dy + c + j * W));
         }
       }
       for (int j = 0; j < kCols; ++j) {
@@ -88,21 +83,13 @@ void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols
     }
     for (; c + W <= cols; c += W) {
       VecF g = VecF::load(acc_g + c), b = VecF::load(acc_b + c);
-      for (int k = 0; k < kRows; ++k) {
-        const VecF dv = VecF::load(d + k * ld_dy + c);
-        g = g + VecF::load(x + k * ld_res + c) * dv;
-        b = b + dv;
-      }
+      for (int k = 0; k < kRows; ++k) reduce_step(g, b, VecF::load(x + k * ld_res + c), VecF::load(d + k * ld_dy + c));
       g.store(acc_g + c);
       b.store(acc_b + c);
     }
     for (; c < cols; ++c) {
       float g = acc_g[c], b = acc_b[c];
-      for (int k = 0; k < kRows; ++k) {
-        const float dv = to_float(d[k * ld_dy + c]);
-        g = g + to_float(x[k * ld_res + c]) * dv;
-        b = b + dv;
-      }
+      for (int k = 0; k < kRows; ++k) reduce_step(g, b, to_float(x[k * ld_res + c]), to_float(d[k * ld_dy + c]));
       acc_g[c] = g;
       acc_b[c] = b;
     }
@@ -137,9 +124,9 @@ void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t c
       }
       VecF g[kCols], b[kCols];
       for (int j = 0; j < kCols; ++j) {
-        const VecF dv = VecF::load(d + c + j * W);
-        g[j] = VecF::load(acc_g + c + j * W) + VecF::load(x + c + j * W) * dv;
-        b[j] = VecF::load(acc_b + c + j * W) + dv;
+        g[j] = VecF::load(acc_g + c + j * W);
+        b[j] = VecF::load(acc_b + c + j * W);
+        reduce_step(g[j], b[j], VecF::load(x + c + j * W), VecF::load(d + c + j * W));
       }
       for (int j = 0; j < kCols; ++j) {
         g[j].store(acc_g + c + j * W);

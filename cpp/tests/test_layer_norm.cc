@@ -14,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/layer_norm.h"
 #include "kernels/layer_norm_rows_table.h"
+#include "kernels/reduce_rows.h"
 #include "support.h"
 
 namespace jax_lngb::test {
@@ -61,22 +62,22 @@ void float64_stats(const std::vector<T>& x, int64_t rows, int64_t H, std::vector
 }
 
 // Row kernels of one table on [rows, H] inputs: forward (y, mean, variance),
-// LayerNormGrad with res in T, with res in float32, and split as the fused
-// backward splits long rows (the rows' constants, then column ranges).
+// LayerNormGrad, and the fused backward's rows (pd_x and the gamma/beta
+// sums, added into accumulators that start at 0.5). Their reference sums:
+// reduce_rows over res_for_gamma in float32, as the kernels compute it
+// ((x - mean) * (1 / sqrt(variance + epsilon)), float32 operations), and dy.
 template <typename T>
 struct RowResults {
-  std::vector<T> y, pd_x, res, pd_x2, pd_x3;
-  std::vector<float> mean, var, res32, res3;
+  std::vector<T> y, pd_x, res, pd_x2;
+  std::vector<float> mean, var, res32, acc_g, acc_b, ref_g, ref_b;
 };
-
-// Column ranges of the split LayerNormGrad: a multiple of 16 columns.
-constexpr int64_t kSplitCols = 48;
 
 template <typename T>
 RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, const std::vector<T>& dy,
                        const std::vector<float>& gamma, const std::vector<float>& beta, int64_t rows,
                        int64_t H, bool stream) {
   const size_t n = size_t(rows * H);
+  const float eps = 1e-5f;
   RowResults<T> o;
   const T junk = from_float<T>(-777.0f);
   o.y.assign(n, junk);
@@ -85,28 +86,28 @@ RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, con
   o.pd_x2.assign(n, junk);
   o.mean.assign(size_t(rows), -777.0f);
   o.var.assign(size_t(rows), -777.0f);
-  o.res32.assign(n, -777.0f);
-  o.pd_x3.assign(n, junk);
-  o.res3.assign(n, -777.0f);
   const int d = int(dtype_of<T>());
-  t.forward[d](x.data(), rows, H, gamma.data(), beta.data(), 1e-5f, stream, o.y.data(), o.mean.data(),
+  t.forward[d](x.data(), rows, H, gamma.data(), beta.data(), eps, stream, o.y.data(), o.mean.data(),
                o.var.data());
-  t.grad[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, 1e-5f, stream,
+  t.grad[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream,
             o.pd_x.data(), o.res.data());
-  t.grad_f32[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, 1e-5f,
-                stream, o.pd_x2.data(), o.res32.data());
-  std::vector<GradRowCoeffs> coeffs(static_cast<size_t>(rows));
-  t.grad_coeffs[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, 1e-5f,
-                   coeffs.data());
-  std::vector<float> part(static_cast<size_t>(rows * kSplitCols));
-  for (int64_t c0 = 0; c0 < H; c0 += kSplitCols) {
-    const int64_t c1 = std::min(H, c0 + kSplitCols);
-    t.grad_cols_f32[d](dy.data(), x.data(), coeffs.data(), gamma.data(), rows, H, c0, c1, stream,
-                       o.pd_x3.data(), part.data(), kSplitCols);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = c0; c < c1; ++c) o.res3[size_t(r * H + c)] = part[size_t(r * kSplitCols + c - c0)];
-  }
+  o.acc_g.assign(size_t(H), 0.5f);
+  o.acc_b.assign(size_t(H), 0.5f);
+  t.grad_reduce[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream,
+                   o.pd_x2.data(), o.acc_g.data(), o.acc_b.data());
   t.stream_fence();
+  o.res32.resize(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rstd = 1.0f / std::sqrt(o.var[size_t(r)] + eps);
+    for (int64_t c = 0; c < H; ++c) {
+      const size_t i = size_t(r * H + c);
+      o.res32[i] = (to_float(x[i]) - o.mean[size_t(r)]) * rstd;
+    }
+  }
+  o.ref_g.assign(size_t(H), 0.5f);
+  o.ref_b.assign(size_t(H), 0.5f);
+  reduce_rows_fn(DType::kF32, dtype_of<T>())(o.res32.data(), dy.data(), rows, H, H, H, o.ref_g.data(),
+                                             o.ref_b.data());
   return o;
 }
 
@@ -114,9 +115,11 @@ template <typename T>
 void check_rows_type(std::mt19937_64& gen) {
   const std::vector<RowsTable> tables = runnable_row_tables();
   // Widths around the 16-lane blocks, the pairs of blocks, the 4-accumulator
-  // sums and the thresholds of the row scratch.
-  for (int64_t H : {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000}) {
-    const int64_t rows = 5;
+  // sums and the thresholds of the row scratches (one row from 256 columns,
+  // the fused rows' four from 256 to 8192).
+  for (int64_t H : {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 8192, 8193}) {
+    // 5 to 7 rows: a whole tile of the fused rows and a last one of 1 to 3.
+    const int64_t rows = 5 + H % 3;
     std::vector<T> x = random_values<T>(gen, rows * H, 2.0f);
     for (auto& v : x) v = from_float<T>(to_float(v) + 0.75f);
     const std::vector<T> dy = random_values<T>(gen, rows * H);
@@ -136,10 +139,14 @@ void check_rows_type(std::mt19937_64& gen) {
                   "forward differs from generic: " << what);
         CHECK_MSG(same_bits(got.pd_x, want.pd_x) && same_bits(got.res, want.res),
                   "LayerNormGrad differs from generic: " << what);
-        CHECK_MSG(same_bits(got.pd_x2, got.pd_x) && same_bits(got.res32, want.res32),
-                  "float32-res LayerNormGrad differs: " << what);
-        CHECK_MSG(same_bits(got.pd_x3, got.pd_x) && same_bits(got.res3, got.res32),
-                  "LayerNormGrad by column ranges differs: " << what);
+        // The scalar float32 res_for_gamma is the kernels' own: rounded to
+        // T it is LayerNormGrad's output.
+        std::vector<T> res_t(got.res32.size());
+        for (size_t i = 0; i < res_t.size(); ++i) res_t[i] = from_float<T>(got.res32[i]);
+        CHECK_MSG(same_bits(res_t, got.res), "float32 res_for_gamma reference differs: " << what);
+        CHECK_MSG(same_bits(got.pd_x2, got.pd_x), "fused rows' pd_x differs from LayerNormGrad's: " << what);
+        CHECK_MSG(same_bits(got.acc_g, got.ref_g) && same_bits(got.acc_b, got.ref_b),
+                  "fused rows' sums differ from reduce_rows over float32 res_for_gamma: " << what);
       }
       // Values: float32 statistics and outputs against float64.
       std::vector<double> m64, v64;
@@ -252,10 +259,11 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
     int64_t G, R, H;
   };
   // Several row blocks, groups, a width with a tail, rows of one, nothing
-  // at all, and long rows (the fused backward's column ranges, the last one
-  // partial, and row batches cut short by the block end).
+  // at all, and long rows (the fused backward's tiles of four rows cut short
+  // by the block end, with and without the tile scratch).
   for (const Shape s : {Shape{1, 3000, 40}, Shape{3, 700, 33}, Shape{1, 1, 5}, Shape{4, 1, 64}, Shape{2, 0, 8},
-                        Shape{1, 9, 1}, Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049}}) {
+                        Shape{1, 9, 1}, Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049},
+                        Shape{1, 7, 9000}}) {
     const int64_t n = s.G * s.R * s.H;
     const std::vector<T> x = random_values<T>(gen, n, 1.5f);
     const std::vector<T> dy = random_values<T>(gen, n);
