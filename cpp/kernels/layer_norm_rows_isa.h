@@ -207,11 +207,10 @@ struct GradLanes {
 };
 
 // The first pass over one row of x and dy (read from memory, requested
-// ahead): the row's constants and, with kScratch, two float32 rows for the
-// second pass: x2 = x - mean at x2_row and, at x1_row, x1 = dy * gamma
-// (kKeepX1, LayerNormGrad's second pass needs nothing else) or the widened
-// dy (the fused rows also add dy into the beta sums).
-template <typename T, bool kScratch, bool kKeepX1>
+// ahead): the row's sums and from them its constants. kKeepX2 / kKeepX1:
+// x2 = x - mean / x1 = dy * gamma are also stored, in float32, at x2_row /
+// x1_row for the second pass.
+template <typename T, bool kKeepX2, bool kKeepX1>
 inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, float mean,
                                      const float* gamma, int64_t H, float eps, float* x2_row,
                                      float* x1_row) {
@@ -223,12 +222,9 @@ inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, f
         prefetch_ahead(xr + c);
         prefetch_ahead(dr + c);
         const Lanes x2 = load_n(xr + c, w) - mv;
-        const Lanes d = load_n(dr + c, w);
-        const Lanes x1 = d * load_n(gamma + c, w);
-        if constexpr (kScratch) {
-          store_n(x2_row + c, x2, w);
-          store_n(x1_row + c, kKeepX1 ? x1 : d, w);
-        }
+        const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+        if constexpr (kKeepX2) store_n(x2_row + c, x2, w);
+        if constexpr (kKeepX1) store_n(x1_row + c, x1, w);
         grad_terms(x1, x2, t);
       },
       s);
@@ -238,11 +234,11 @@ inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, f
 // The same, as a function of its own for the fused rows' loop: inlined
 // there, GCC kept row_sums' accumulators on the stack (a store and a reload
 // per add; 25-40% slower).
-template <typename T, bool kScratch>
+template <typename T, bool kKeepX2>
 [[gnu::noinline]] GradRowCoeffs grad_first_pass_outlined(const T* dr, const T* xr, float variance,
                                                          float mean, const float* gamma, int64_t H,
-                                                         float eps, float* x2_row, float* dy_row) {
-  return grad_first_pass<T, kScratch, false>(dr, xr, variance, mean, gamma, H, eps, x2_row, dy_row);
+                                                         float eps, float* x2_row) {
+  return grad_first_pass<T, kKeepX2, false>(dr, xr, variance, mean, gamma, H, eps, x2_row, nullptr);
 }
 
 // kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
@@ -263,8 +259,8 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     GradRowCoeffs coeffs[kGroup];
     for (int g = 0; g < n; ++g) {
       const int64_t r = r0 + g;
-      coeffs[g] = grad_first_pass<T, kScratch, true>(dy + r * H, x + r * H, variance[r], mean[r], gamma, H,
-                                                     eps, x2s, x1s);
+      coeffs[g] = grad_first_pass<T, kScratch, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma,
+                                                         H, eps, x2s, x1s);
     }
     for (int g = 0; g < n; ++g) {
       const int64_t r = r0 + g;
@@ -333,28 +329,27 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 // hands res_for_gamma = x2 * rstd, still in registers, to reduce_step. The
 // accumulators are loaded and stored once per tile and column block, as in
 // reduce_rows' blocked loop, and each column adds the tile's rows in order:
-// reduce_rows' bits, without res_for_gamma's round trip through a scratch
-// and without widening dy a second time.
-// kScratch: the first pass leaves x2 = x - mean and the widened dy of the
-// tile's rows in a float32 scratch (L1 for the rows the fused backward
-// sends here, up to 2048 columns); otherwise the sweep reloads them from the
-// input rows, still in cache (short rows).
+// reduce_rows' bits, without res_for_gamma's round trip through a scratch.
+// The sweep reads dy again from the input rows (in L1/L2 since the first
+// pass; widening it again cost less than storing a float32 copy).
+// kScratch: the first pass leaves x2 = x - mean of the tile's rows in a
+// float32 scratch; otherwise the sweep recomputes it from x (short rows,
+// whose chains of sums overlap better without the stores, and very long
+// ones).
 template <typename T, bool kScratch>
 void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                            const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
                            T* pd_x, float* acc_g, float* acc_b) {
   constexpr int kTile = kReduceRowBlock;
   static_assert(kTile == 4, "the sweep's dispatch below covers tiles of 1 to 4 rows");
-  float* x2s = kScratch ? row_scratch(2 * kTile * H) : nullptr;
-  float* dys = kScratch ? x2s + kTile * H : nullptr;
+  float* x2s = kScratch ? row_scratch(kTile * H) : nullptr;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     const int n = int(rows - r0 < kTile ? rows - r0 : kTile);
     GradRowCoeffs coeffs[kTile];
     for (int k = 0; k < n; ++k) {
       const int64_t r = r0 + k;
       coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma,
-                                                        H, eps, kScratch ? x2s + k * H : nullptr,
-                                                        kScratch ? dys + k * H : nullptr);
+                                                        H, eps, kScratch ? x2s + k * H : nullptr);
     }
     // The sweep, for the tile's kN rows (a constant, so it unrolls).
     auto sweep = [&](auto rows_c) {
@@ -377,13 +372,7 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
           return load_n(x + (r0 + i) * H + c, w) - mv[i];
         }
       };
-      auto dy_at = [&](int i, int64_t c, int64_t w) {
-        if constexpr (kScratch) {
-          return load_n(dys + i * H + c, w);
-        } else {
-          return load_n(dy + (r0 + i) * H + c, w);
-        }
-      };
+      auto dy_at = [&](int i, int64_t c, int64_t w) { return load_n(dy + (r0 + i) * H + c, w); };
       with_stream(nt, [&](auto ntc) {
         constexpr bool kNt = decltype(ntc)::value;
         for_block_pairs(
@@ -436,14 +425,14 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
   }
 }
 
-// The tile's scratch (two float32 rows per row) is used when it stays
-// within L2 with room to spare; short rows reload from the input instead
-// (see scratch_rows).
+// The tile's scratch (a float32 row per row) is used when it stays within
+// L2 with room to spare; short rows recompute x2 instead (see
+// scratch_rows).
 template <typename T>
 void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
                       const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                       float* acc_g, float* acc_b) {
-  if (scratch_rows(H, 2 * kReduceRowBlock)) {
+  if (scratch_rows(H, kReduceRowBlock)) {
     grad_reduce_rows_impl<T, true>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else {
     grad_reduce_rows_impl<T, false>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
