@@ -333,9 +333,8 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 // The sweep reads dy again from the input rows (in L1/L2 since the first
 // pass; widening it again cost less than storing a float32 copy).
 // kScratch: the first pass leaves x2 = x - mean of the tile's rows in a
-// float32 scratch; otherwise the sweep recomputes it from x (short rows,
-// whose chains of sums overlap better without the stores, and very long
-// ones).
+// float32 scratch; otherwise (rows under 256 or over 16384 columns, see
+// scratch_rows) the sweep recomputes it from x.
 template <typename T, bool kScratch>
 void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                            const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
@@ -425,9 +424,8 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
   }
 }
 
-// The tile's scratch (a float32 row per row) is used when it stays within
-// L2 with room to spare; short rows recompute x2 instead (see
-// scratch_rows).
+// The tile's scratch (a float32 row per row) is used where scratch_rows
+// allows it: it stays within L2 with room to spare.
 template <typename T>
 void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
                       const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
