@@ -115,9 +115,10 @@ template <typename T>
 void check_rows_type(std::mt19937_64& gen) {
   const std::vector<RowsTable> tables = runnable_row_tables();
   // Widths around the 16-lane blocks, the pairs of blocks, the 4-accumulator
-  // sums and the thresholds of the row scratches (one row from 256 columns,
-  // the fused rows' four from 256 to 8192).
-  for (int64_t H : {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 8192, 8193}) {
+  // sums and the thresholds of the row scratches (LayerNormGrad's one row
+  // from 256 to 32768 columns, the fused rows' four from 256 to 16384).
+  for (int64_t H : {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 16384, 16385,
+                    32769}) {
     // 5 to 7 rows: a whole tile of the fused rows and a last one of 1 to 3.
     const int64_t rows = 5 + H % 3;
     std::vector<T> x = random_values<T>(gen, rows * H, 2.0f);
@@ -263,7 +264,7 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
   // by the block end, with and without the tile scratch).
   for (const Shape s : {Shape{1, 3000, 40}, Shape{3, 700, 33}, Shape{1, 1, 5}, Shape{4, 1, 64}, Shape{2, 0, 8},
                         Shape{1, 9, 1}, Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049},
-                        Shape{1, 7, 9000}}) {
+                        Shape{1, 7, 9000}, Shape{1, 5, 16400}}) {
     const int64_t n = s.G * s.R * s.H;
     const std::vector<T> x = random_values<T>(gen, n, 1.5f);
     const std::vector<T> dy = random_values<T>(gen, n);
