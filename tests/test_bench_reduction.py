@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from jax_lngb.bench import common
+from jax_lngb.bench.__main__ import _THP_ENABLED
 
 SHAPES = ["64x128", "3x40x96", "8x1000"]
 DTYPES = ["f32", "bf16", "f16"]
@@ -89,7 +90,7 @@ def test_document_structure(bench):
     assert f"OpenMP wait policy {m['omp_wait_policy']}" in proc.stdout
     # Whether large buffers may get huge pages: it moves the peers' times.
     assert m["glibc_tunables"] == os.environ.get("GLIBC_TUNABLES")
-    if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
+    if os.path.exists(_THP_ENABLED):
         assert m["transparent_hugepages"] in ("always", "madvise", "never")
         assert f"transparent huge pages: {m['transparent_hugepages']}" in proc.stdout
     assert doc["args"]["section"] == "reduction" and doc["args"]["reps"] == 2

@@ -8,7 +8,7 @@
 // through the reduction's step (reduce_step.h, the step reduce_rows is made
 // of, behind LayerNormGradBeta): rows in order, four per load and store of
 // the accumulators, so the sums are reduce_rows' over the float32
-// res_for_gamma, bit for bit. Between the two, x - mean of the four rows
+// res_for_gamma and dy widened to float32, bit for bit. Between the two, x - mean of the four rows
 // waits in a float32 scratch in L1/L2 (rows of 256 to 16384 columns) or is
 // recomputed, and dy is read again from the input rows, still in cache. The
 // block's sums go to its slot of GradBetaPartials and combine_partials adds

@@ -25,34 +25,29 @@ ReduceRowsTable active_table() {
 ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop) {
   static const ReduceRowsTable table = active_table();
   // A DType decoded from foreign bits must not index past the table.
-  if (!is_valid_dtype(res) || !is_valid_dtype(dy)) return nullptr;
+  if (!is_valid_dtype(res) || res != dy) return nullptr;
   switch (loop) {
     case ReduceLoop::kBlocked:
-      return table.fn[int(res)][int(dy)];
+      return table.blocked[int(res)];
     case ReduceLoop::kBlockedPrefetch:
-      return res == dy ? table.blocked_prefetch[int(res)] : nullptr;
+      return table.blocked_prefetch[int(res)];
     case ReduceLoop::kRowwise:
-      return res == dy ? table.rowwise[int(res)] : nullptr;
+      return table.rowwise[int(res)];
   }
   return nullptr;
 }
 
-template <typename TRes, typename TDy>
-void reduce_rows(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                 int64_t ld_dy, float* acc_gamma, float* acc_beta) {
-  reduce_rows_fn(dtype_of<TRes>(), dtype_of<TDy>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma,
-                                                    acc_beta);
+template <typename T>
+void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                 float* acc_gamma, float* acc_beta) {
+  reduce_rows_fn(dtype_of<T>(), dtype_of<T>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma, acc_beta);
 }
 
-template void reduce_rows<float, float>(const float*, const float*, int64_t, int64_t, int64_t,
-                                        int64_t, float*, float*);
-template void reduce_rows<f16_t, f16_t>(const f16_t*, const f16_t*, int64_t, int64_t, int64_t,
-                                        int64_t, float*, float*);
-template void reduce_rows<bf16_t, bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t, int64_t,
-                                          int64_t, float*, float*);
-template void reduce_rows<float, f16_t>(const float*, const f16_t*, int64_t, int64_t, int64_t,
-                                        int64_t, float*, float*);
-template void reduce_rows<float, bf16_t>(const float*, const bf16_t*, int64_t, int64_t, int64_t,
-                                         int64_t, float*, float*);
+template void reduce_rows<float>(const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*,
+                                 float*);
+template void reduce_rows<f16_t>(const f16_t*, const f16_t*, int64_t, int64_t, int64_t, int64_t, float*,
+                                 float*);
+template void reduce_rows<bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t, float*,
+                                  float*);
 
 }  // namespace jax_lngb

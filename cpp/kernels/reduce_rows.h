@@ -29,10 +29,10 @@ enum class ReduceLoop {
   kRowwise,          // one row at a time (medium rows from memory)
 };
 
-// Kernel for (res dtype, dy dtype) on the active ISA. Supported pairs: equal
-// dtypes, and float32 res with any dy (res_for_gamma produced in float32 by a
-// fused kernel); the loops for inputs from memory only for equal dtypes.
-// Returns nullptr for anything else.
+// Kernel for (res dtype, dy dtype) on the active ISA. res and dy must have
+// one dtype (the fused backward, whose res_for_gamma is float32 beside a
+// 16-bit dy, adds into the accumulators through reduce_step.h instead).
+// Returns nullptr for unequal dtypes and for an invalid DType.
 ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop = ReduceLoop::kBlocked);
 
 // The loop for a LayerNormGradBeta over `total_bytes` of input (both
@@ -50,9 +50,9 @@ inline ReduceLoop reduce_loop_for(int64_t total_bytes, int64_t row_bytes) {
   return row_bytes <= 3072 ? ReduceLoop::kRowwise : ReduceLoop::kBlockedPrefetch;
 }
 
-// Typed convenience wrapper.
-template <typename TRes, typename TDy>
-void reduce_rows(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                 int64_t ld_dy, float* acc_gamma, float* acc_beta);
+// Typed convenience wrapper (blocked loop).
+template <typename T>
+void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                 float* acc_gamma, float* acc_beta);
 
 }  // namespace jax_lngb

@@ -8,11 +8,11 @@ namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
 
 namespace {
-template <typename TRes, typename TDy, bool kPrefetch = false>
+template <typename T, bool kPrefetch = false>
 void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
             int64_t ld_dy, float* acc_g, float* acc_b) {
-  reduce_rows_impl<TRes, TDy, kPrefetch>(static_cast<const TRes*>(res), static_cast<const TDy*>(dy), rows,
-                                         cols, ld_res, ld_dy, acc_g, acc_b);
+  reduce_rows_impl<T, kPrefetch>(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res,
+                                 ld_dy, acc_g, acc_b);
 }
 template <typename T>
 void erased_rowwise(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
@@ -24,14 +24,12 @@ void erased_rowwise(const void* res, const void* dy, int64_t rows, int64_t cols,
 
 ReduceRowsTable reduce_rows_table() {
   ReduceRowsTable t{};
-  t.fn[int(DType::kF32)][int(DType::kF32)] = &erased<float, float>;
-  t.fn[int(DType::kF16)][int(DType::kF16)] = &erased<f16_t, f16_t>;
-  t.fn[int(DType::kBF16)][int(DType::kBF16)] = &erased<bf16_t, bf16_t>;
-  t.fn[int(DType::kF32)][int(DType::kF16)] = &erased<float, f16_t>;
-  t.fn[int(DType::kF32)][int(DType::kBF16)] = &erased<float, bf16_t>;
-  t.blocked_prefetch[int(DType::kF32)] = &erased<float, float, true>;
-  t.blocked_prefetch[int(DType::kF16)] = &erased<f16_t, f16_t, true>;
-  t.blocked_prefetch[int(DType::kBF16)] = &erased<bf16_t, bf16_t, true>;
+  t.blocked[int(DType::kF32)] = &erased<float>;
+  t.blocked[int(DType::kF16)] = &erased<f16_t>;
+  t.blocked[int(DType::kBF16)] = &erased<bf16_t>;
+  t.blocked_prefetch[int(DType::kF32)] = &erased<float, true>;
+  t.blocked_prefetch[int(DType::kF16)] = &erased<f16_t, true>;
+  t.blocked_prefetch[int(DType::kBF16)] = &erased<bf16_t, true>;
   t.rowwise[int(DType::kF32)] = &erased_rowwise<float>;
   t.rowwise[int(DType::kF16)] = &erased_rowwise<f16_t>;
   t.rowwise[int(DType::kBF16)] = &erased_rowwise<bf16_t>;

@@ -13,8 +13,8 @@ namespace JAX_LNGB_ISA_NS {
 
 // Adds columns c0 .. cols-1 of one row into the accumulators: whole
 // vectors, then one column at a time.
-template <typename TRes, typename TDy>
-inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float* acc_g, float* acc_b) {
+template <typename T>
+inline void add_row(const T* x, const T* d, int64_t c0, int64_t cols, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   int64_t c = c0;
   for (; c + W <= cols; c += W) {
@@ -37,26 +37,25 @@ inline void add_row(const TRes* x, const TDy* d, int64_t c0, int64_t cols, float
 // ones read next: continuing into the columns past the chunk fetched data
 // another task reads (with 4096-column 16-bit chunks, a third of the memory
 // traffic was such waste).
-template <typename TRes, typename TDy, bool kPrefetch = false>
-void reduce_rows_impl(const TRes* res, const TDy* dy, int64_t rows, int64_t cols, int64_t ld_res,
+template <typename T, bool kPrefetch = false>
+void reduce_rows_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   constexpr int kRows = kReduceRowBlock;
   constexpr int kCols = 2;
-  constexpr bool kAhead = kPrefetch && sizeof(TRes) == sizeof(TDy);
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
-    const TRes* x = res + r * ld_res;
-    const TDy* d = dy + r * ld_dy;
+    const T* x = res + r * ld_res;
+    const T* d = dy + r * ld_dy;
     int64_t c = 0;
     for (; c + kCols * W <= cols; c += kCols * W) {
-      if constexpr (kAhead) {
+      if constexpr (kPrefetch) {
         // A step reads kStepBytes of each row: two 64-byte lines (float32
         // with AVX-512), one, or half of one (16-bit with 8-lane vectors,
         // requested every other step): one request per line.
-        constexpr int64_t kStepBytes = kCols * W * int64_t(sizeof(TDy));
+        constexpr int64_t kStepBytes = kCols * W * int64_t(sizeof(T));
         constexpr int kLines = kStepBytes >= 64 ? int(kStepBytes / 64) : 1;
-        constexpr int64_t kLineElems = 64 / int64_t(sizeof(TDy));
+        constexpr int64_t kLineElems = 64 / int64_t(sizeof(T));
         if (kStepBytes >= 64 || (c & (kLineElems - 1)) == 0) {
           for (int k = 0; k < kRows; ++k) {
             for (int l = 0; l < kLines; ++l) {

@@ -6,8 +6,8 @@
 namespace jax_lngb {
 
 struct ReduceRowsTable {
-  ReduceRowsFn fn[kNumDTypes][kNumDTypes];  // [res dtype][dy dtype]
-  // res and dy of one dtype, from memory (ReduceLoop):
+  // Indexed by the dtype of res and dy (one dtype), one per ReduceLoop:
+  ReduceRowsFn blocked[kNumDTypes];
   ReduceRowsFn blocked_prefetch[kNumDTypes];
   ReduceRowsFn rowwise[kNumDTypes];
 };

@@ -106,8 +106,10 @@ RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, con
   }
   o.ref_g.assign(size_t(H), 0.5f);
   o.ref_b.assign(size_t(H), 0.5f);
-  reduce_rows_fn(DType::kF32, dtype_of<T>())(o.res32.data(), dy.data(), rows, H, H, H, o.ref_g.data(),
-                                             o.ref_b.data());
+  // dy widened to float32 (exact): the sums of float32 res and dy.
+  std::vector<float> dy32(n);
+  for (size_t i = 0; i < n; ++i) dy32[i] = to_float(dy[i]);
+  reduce_rows(o.res32.data(), dy32.data(), rows, H, H, H, o.ref_g.data(), o.ref_b.data());
   return o;
 }
 

@@ -1,13 +1,11 @@
-// reduce_rows, the one gamma/beta reduction, for every supported dtype pair
-// and every ISA variant this CPU can run: bit-exact against the scalar
-// row-order float32 recurrence over strided windows of tightly sized
-// buffers, and every 16-bit pattern widened by the vector loads exactly as
-// dtypes.h widens it.
+// reduce_rows, the one gamma/beta reduction, for every dtype, loop and ISA
+// variant this CPU can run: bit-exact against the scalar row-order float32
+// recurrence over strided windows of tightly sized buffers, and every 16-bit
+// pattern widened by the vector loads exactly as dtypes.h widens it.
 #include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "harness.h"
@@ -40,11 +38,17 @@ std::vector<IsaTable> runnable_tables() {
 // the buffer ends right after the last element read.
 int64_t window_elems(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
 
-template <typename TRes, typename TDy>
-void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
-  const ReduceRowsFn fn = isa.table.fn[int(dtype_of<TRes>())][int(dtype_of<TDy>())];
-  CHECK_MSG(fn != nullptr, isa.name << " lacks " << type_name<TRes>() << "/" << type_name<TDy>());
-  if (fn == nullptr) return;
+// The loops of one dtype in one table, in ReduceLoop's order; nullptr for
+// a missing one.
+std::vector<ReduceRowsFn> loops_of(const ReduceRowsTable& t, DType d) {
+  return {t.blocked[int(d)], t.blocked_prefetch[int(d)], t.rowwise[int(d)]};
+}
+
+template <typename T>
+void check_dtype(const IsaTable& isa, std::mt19937_64& gen) {
+  const std::vector<ReduceRowsFn> fns = loops_of(isa.table, dtype_of<T>());
+  for (size_t k = 0; k < fns.size(); ++k)
+    CHECK_MSG(fns[k] != nullptr, isa.name << " lacks loop " << k << " for " << type_name<T>());
   const int64_t rows_list[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 17, 33};
   const int64_t cols_list[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 127, 129, 1000};
   for (int64_t rows : rows_list)
@@ -52,8 +56,8 @@ void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
       for (int64_t pad_r : {0, 3})
         for (int64_t pad_d : {0, 1}) {
           const int64_t ld_r = cols + pad_r, ld_d = cols + pad_d;
-          const std::vector<TRes> res = random_values<TRes>(gen, window_elems(rows, cols, ld_r));
-          const std::vector<TDy> dy = random_values<TDy>(gen, window_elems(rows, cols, ld_d), 2.0f);
+          const std::vector<T> res = random_values<T>(gen, window_elems(rows, cols, ld_r));
+          const std::vector<T> dy = random_values<T>(gen, window_elems(rows, cols, ld_d), 2.0f);
           // Accumulators start non-zero: the kernel adds into them.
           std::vector<float> acc_g = random_values<float>(gen, cols), acc_b = random_values<float>(gen, cols);
           std::vector<float> want_g = acc_g, want_b = acc_b;
@@ -63,43 +67,32 @@ void check_pair(const IsaTable& isa, std::mt19937_64& gen) {
               want_g[size_t(c)] = want_g[size_t(c)] + to_float(res[size_t(r * ld_r + c)]) * d;
               want_b[size_t(c)] = want_b[size_t(c)] + d;
             }
-          // Every loop (those for inputs from memory exist for equal
-          // dtypes) adds in row order: the same bits as the scalar reference.
-          std::vector<ReduceRowsFn> fns{fn};
-          if constexpr (std::is_same_v<TRes, TDy>) {
-            for (ReduceRowsFn other : {isa.table.blocked_prefetch[int(dtype_of<TDy>())],
-                                       isa.table.rowwise[int(dtype_of<TDy>())]}) {
-              CHECK_MSG(other != nullptr, isa.name << " lacks a loop for " << type_name<TDy>());
-              if (other != nullptr) fns.push_back(other);
-            }
-          }
+          // Every loop adds in row order: the same bits as the scalar
+          // reference.
           for (size_t k = 0; k < fns.size(); ++k) {
+            if (fns[k] == nullptr) continue;
             std::vector<float> got_g = acc_g, got_b = acc_b;
             fns[k](res.data(), dy.data(), rows, cols, ld_r, ld_d, got_g.data(), got_b.data());
             for (int64_t c = 0; c < cols; ++c)
               CHECK_MSG(bits(got_g[size_t(c)]) == bits(want_g[size_t(c)]) &&
                             bits(got_b[size_t(c)]) == bits(want_b[size_t(c)]),
-                        isa.name << " loop " << k << " " << type_name<TRes>() << "/" << type_name<TDy>()
-                                 << " rows " << rows << " cols " << cols << " ld " << ld_r << "/" << ld_d << " col "
-                                 << c);
+                        isa.name << " loop " << k << " " << type_name<T>() << " rows " << rows << " cols " << cols
+                                 << " ld " << ld_r << "/" << ld_d << " col " << c);
           }
         }
 }
 
-JAX_LNGB_TEST(reduce_rows_every_pair_every_isa_bit_exact) {
+JAX_LNGB_TEST(reduce_rows_every_dtype_every_isa_bit_exact) {
   std::mt19937_64 gen(42);
   for (const IsaTable& isa : runnable_tables()) {
-    check_pair<float, float>(isa, gen);
-    check_pair<f16_t, f16_t>(isa, gen);
-    check_pair<bf16_t, bf16_t>(isa, gen);
-    check_pair<float, f16_t>(isa, gen);
-    check_pair<float, bf16_t>(isa, gen);
+    check_dtype<float>(isa, gen);
+    check_dtype<f16_t>(isa, gen);
+    check_dtype<bf16_t>(isa, gen);
   }
 }
 
-JAX_LNGB_TEST(reduce_rows_memory_loops_only_for_equal_dtypes) {
+JAX_LNGB_TEST(reduce_rows_loops_are_distinct_and_chosen_by_size) {
   for (ReduceLoop loop : {ReduceLoop::kBlockedPrefetch, ReduceLoop::kRowwise}) {
-    CHECK(reduce_rows_fn(DType::kF32, DType::kBF16, loop) == nullptr);
     CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, loop) != nullptr);
     CHECK(reduce_rows_fn(DType::kBF16, DType::kBF16, loop) != reduce_rows_fn(DType::kBF16, DType::kBF16));
   }
@@ -113,32 +106,38 @@ JAX_LNGB_TEST(reduce_rows_memory_loops_only_for_equal_dtypes) {
   CHECK(reduce_loop_for(big, 8192) == ReduceLoop::kBlockedPrefetch);
 }
 
-JAX_LNGB_TEST(reduce_rows_unsupported_pairs_are_null) {
-  for (const IsaTable& isa : runnable_tables()) {
-    CHECK(isa.table.fn[int(DType::kF16)][int(DType::kF32)] == nullptr);
-    CHECK(isa.table.fn[int(DType::kBF16)][int(DType::kF32)] == nullptr);
-    CHECK(isa.table.fn[int(DType::kF16)][int(DType::kBF16)] == nullptr);
-    CHECK(isa.table.fn[int(DType::kBF16)][int(DType::kF16)] == nullptr);
-  }
-  CHECK(reduce_rows_fn(DType::kF16, DType::kBF16) == nullptr);
-  CHECK(reduce_rows_fn(DType::kF32, DType::kF32) != nullptr);
+// Only equal dtypes have a kernel: every mixed pair (float32 res with a
+// 16-bit dy included) and every loop give nullptr.
+JAX_LNGB_TEST(reduce_rows_unequal_dtypes_are_null) {
+  const DType all[] = {DType::kF32, DType::kF16, DType::kBF16};
+  for (ReduceLoop loop : {ReduceLoop::kBlocked, ReduceLoop::kBlockedPrefetch, ReduceLoop::kRowwise})
+    for (DType res : all)
+      for (DType dy : all)
+        CHECK_MSG((reduce_rows_fn(res, dy, loop) != nullptr) == (res == dy),
+                  "res " << int(res) << " dy " << int(dy) << " loop " << int(loop));
 }
 
 // The vector loads (F16C, AVX-512 conversions, the bf16 shift) against
-// to_float for all 65536 patterns: with res = 1 and accumulators at -0,
-// acc = -0 + 1 * x = x exactly for every x (NaN comes out as some NaN).
+// to_float for all 65536 patterns, through every loop: with res = 1 (exact
+// in 16 bits) and accumulators at -0, acc = -0 + 1 * x = x exactly for
+// every x (NaN comes out as some NaN).
 template <typename T>
 void check_widening_loads(const IsaTable& isa) {
   const int64_t n = 65536;
   std::vector<T> dy(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) dy[size_t(i)] = T{uint16_t(i)};
-  const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-  std::vector<float> g(static_cast<size_t>(n), -0.0f), b(static_cast<size_t>(n), -0.0f);
-  isa.table.fn[int(DType::kF32)][int(dtype_of<T>())](ones.data(), dy.data(), 1, n, n, n, g.data(), b.data());
-  for (int64_t i = 0; i < n; ++i) {
-    const float want = to_float(dy[size_t(i)]);
-    CHECK_MSG(same_result(b[size_t(i)], want) && same_result(g[size_t(i)], want),
-              isa.name << " " << type_name<T>() << " pattern 0x" << std::hex << i << " loaded as " << b[size_t(i)]);
+  const std::vector<T> ones(static_cast<size_t>(n), from_float<T>(1.0f));
+  const std::vector<ReduceRowsFn> fns = loops_of(isa.table, dtype_of<T>());
+  for (size_t k = 0; k < fns.size(); ++k) {
+    if (fns[k] == nullptr) continue;  // check_dtype reports it
+    std::vector<float> g(static_cast<size_t>(n), -0.0f), b(static_cast<size_t>(n), -0.0f);
+    fns[k](ones.data(), dy.data(), 1, n, n, n, g.data(), b.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = to_float(dy[size_t(i)]);
+      CHECK_MSG(same_result(b[size_t(i)], want) && same_result(g[size_t(i)], want),
+                isa.name << " loop " << k << " " << type_name<T>() << " pattern 0x" << std::hex << i
+                         << " loaded as " << b[size_t(i)]);
+    }
   }
 }
 
