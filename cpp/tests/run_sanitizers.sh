@@ -22,11 +22,13 @@ if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # -O1 (the level the sanitizers' documentation advises) rather than the
 # Release -O3: the instrumented kernels, three ISA variants of template
 # code, build in about half the time, and the driver runs about as fast.
+# -g1 (line tables) rather than -g: the reports keep file and line, and the
+# instrumented kernels build about a fifth faster.
 configure_and_build() {  # <dir> <cmake args...>
   local dir=$1
   shift
   cmake -S "$root/cpp" -B "$dir" "${generator[@]}" -DJAX_LNGB_PYTHON=OFF -DJAX_LNGB_TESTS=ON \
-    -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" "$@" >/dev/null
+    -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "$@" >/dev/null
   cmake --build "$dir" --target jax_lngb_kernel_tests --parallel "$jobs"
 }
 
@@ -62,7 +64,7 @@ run_asan() {
 
 run_tsan() {
   local dir=$build_root/sanitize-tsan
-  configure_and_build "$dir" -DJAX_LNGB_SANITIZE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=thread -g -Wno-maybe-uninitialized" \
+  configure_and_build "$dir" -DJAX_LNGB_SANITIZE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=thread -g1 -Wno-maybe-uninitialized" \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
   echo "== tsan: threaded cases"
