@@ -430,9 +430,10 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
 // The tile's scratch (a float32 row per row) is used where scratch_rows
 // allows it: it stays within L2 with room to spare. Rows too long for it
 // go two at a time: the sweep reads the tile's x and dy a second time, and
-// four such rows no longer stay in L2 (measured on two cores: 3-13% less
-// time for [512, 32768] to [64, 262144] than four at a time, although the
-// accumulators are then loaded and stored twice as often).
+// four such rows no longer stay in L2 (measured on two cores, same bits:
+// 9-18% less time at [512, 32768] and [64, 262144], 0-10% at [256, 65536]
+// and [128, 131072], than four at a time, although the accumulators are
+// then loaded and stored twice as often).
 template <typename T>
 void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
                       const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
