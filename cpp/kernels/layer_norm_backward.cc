@@ -2,14 +2,15 @@
 // chain in one pass over row blocks.
 //
 // Each block of a group goes through grad_reduce (layer_norm_rows.h), four
-// rows at a time: one pass over the rows' x and dy forms their sums, then
-// one sweep over their columns writes pd_x and adds res_for_gamma, straight
-// from the registers, with dy into the block's gamma/beta accumulators
-// through the reduction's step (reduce_step.h, the step reduce_rows is made
-// of, behind LayerNormGradBeta): rows in order, four per load and store of
-// the accumulators, so the sums are reduce_rows' over the float32
-// res_for_gamma and dy widened to float32, bit for bit. Between the two, x - mean of the four rows
-// waits in a float32 scratch in L1/L2 (rows of 256 to 16384 columns) or is
+// rows at a time (two for rows of more than 16384 columns): one pass over
+// the rows' x and dy forms their sums, then one sweep over their columns
+// writes pd_x and adds res_for_gamma, straight from the registers, with dy
+// into the block's gamma/beta accumulators through the reduction's step
+// (reduce_step.h, the step reduce_rows is made of, behind
+// LayerNormGradBeta): rows in order, one load and store of the accumulators
+// per tile, so the sums are reduce_rows' over the float32 res_for_gamma and
+// dy widened to float32, bit for bit. Between the two, x - mean of the
+// tile's rows waits in a float32 scratch in L1/L2 (rows of 256 to 16384 columns) or is
 // recomputed, and dy is read again from the input rows, still in cache. The
 // block's sums go to its slot of GradBetaPartials and combine_partials adds
 // the slots in block order. So dy and x are read from memory once, dx is

@@ -40,7 +40,8 @@ using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance
 // computes it, and res_for_gamma, computed in float32 as well but never
 // stored, added together with dy into the float32 gamma/beta accumulators
 // (`cols` floats each) by the reduction's step (reduce_step.h): rows in
-// order, kReduceRowBlock rows per load and store of the accumulators. The
+// order, up to kReduceRowBlock rows per load and store of the accumulators
+// (any count adds in the same order). The
 // sums are reduce_rows' over the float32 res_for_gamma and dy widened to
 // float32, bit for bit.
 using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance,
