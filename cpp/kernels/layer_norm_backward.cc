@@ -10,8 +10,9 @@
 // LayerNormGradBeta): rows in order, one load and store of the accumulators
 // per tile, so the sums are reduce_rows' over the float32 res_for_gamma and
 // dy widened to float32, bit for bit. Between the two, x - mean of the
-// tile's rows waits in a float32 scratch in L1/L2 (rows of 256 to 16384 columns) or is
-// recomputed, and dy is read again from the input rows, still in cache. The
+// tile's rows waits in a float32 scratch in L1/L2 (rows of 256 to 16384
+// columns) or is recomputed, and dy is read again from the input rows,
+// still in cache. The
 // block's sums go to its slot of GradBetaPartials and combine_partials adds
 // the slots in block order. So dy and x are read from memory once, dx is
 // the only [rows, H] output, and res_for_gamma never reaches memory.

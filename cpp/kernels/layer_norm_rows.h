@@ -41,9 +41,8 @@ using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance
 // stored, added together with dy into the float32 gamma/beta accumulators
 // (`cols` floats each) by the reduction's step (reduce_step.h): rows in
 // order, up to kReduceRowBlock rows per load and store of the accumulators
-// (any count adds in the same order). The
-// sums are reduce_rows' over the float32 res_for_gamma and dy widened to
-// float32, bit for bit.
+// (any count adds in the same order). The sums are reduce_rows' over the
+// float32 res_for_gamma and dy widened to float32, bit for bit.
 using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance,
                               const float* mean, const float* gamma, int64_t rows, int64_t cols,
                               float epsilon, bool stream, void* pd_x, float* acc_gamma,

@@ -80,9 +80,10 @@ inline constexpr bool kWiden = !std::is_same_v<T, float>;
 // scratch for the later passes: not for short rows, where the later passes
 // would reload blocks still in flight in the store buffer, nor for rows whose
 // copies would not stay in L2 (re-reading the input is then cheaper).
+inline constexpr int64_t kScratchMinCols = 256;
 inline bool scratch_rows(int64_t H, int64_t floats_per_col) {
   const int64_t bytes = H * floats_per_col * int64_t(sizeof(float));
-  return H >= 256 && bytes <= (int64_t(256) << 10);
+  return H >= kScratchMinCols && bytes <= (int64_t(256) << 10);
 }
 
 // kGroup rows at a time: each pass runs over the group's rows before the
@@ -324,12 +325,13 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 }
 
 // The fused backward's rows (GradReduceFn), kTile rows at a time (see
-// grad_reduce_rows): the first pass of each row as in grad_rows_impl, then one sweep
-// over the columns of all the tile's rows that writes each row's pd_x and
-// hands res_for_gamma = x2 * rstd, still in registers, to reduce_step. The
-// accumulators are loaded and stored once per tile and column block, as in
-// reduce_rows' blocked loop, and each column adds the tile's rows in order:
-// reduce_rows' bits, without res_for_gamma's round trip through a scratch.
+// grad_reduce_rows): the first pass of each row as in grad_rows_impl, then
+// one sweep over the columns of all the tile's rows that writes each row's
+// pd_x and hands res_for_gamma = x2 * rstd, still in registers, to
+// reduce_step. The accumulators are loaded and stored once per tile and
+// column block, as in reduce_rows' blocked loop, and each column adds the
+// tile's rows in order: reduce_rows' bits, without res_for_gamma's round
+// trip through a scratch.
 // The sweep reads dy again from the input rows (in L1/L2 since the first
 // pass; widening it again cost less than storing a float32 copy).
 // kScratch: the first pass leaves x2 = x - mean of the tile's rows in a
@@ -440,7 +442,7 @@ void grad_reduce_rows(const T* dy, const T* x, const float* variance, const floa
                       float* acc_g, float* acc_b) {
   if (scratch_rows(H, kReduceRowBlock)) {
     grad_reduce_rows_impl<T, true, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
-  } else if (H < 256) {
+  } else if (H < kScratchMinCols) {
     grad_reduce_rows_impl<T, false, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else {
     grad_reduce_rows_impl<T, false, 2>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
