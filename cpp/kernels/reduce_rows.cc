@@ -22,17 +22,17 @@ ReduceRowsTable active_table() {
 }
 }  // namespace
 
-ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop) {
+ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop) {
   static const ReduceRowsTable table = active_table();
   // A DType decoded from foreign bits must not index past the table.
-  if (!is_valid_dtype(res) || res != dy) return nullptr;
+  if (!is_valid_dtype(dtype)) return nullptr;
   switch (loop) {
     case ReduceLoop::kBlocked:
-      return table.blocked[int(res)];
+      return table.blocked[int(dtype)];
     case ReduceLoop::kBlockedPrefetch:
-      return table.blocked_prefetch[int(res)];
+      return table.blocked_prefetch[int(dtype)];
     case ReduceLoop::kRowwise:
-      return table.rowwise[int(res)];
+      return table.rowwise[int(dtype)];
   }
   return nullptr;
 }
@@ -40,7 +40,7 @@ ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop) {
 template <typename T>
 void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
                  float* acc_gamma, float* acc_beta) {
-  reduce_rows_fn(dtype_of<T>(), dtype_of<T>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma, acc_beta);
+  reduce_rows_fn(dtype_of<T>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma, acc_beta);
 }
 
 template void reduce_rows<float>(const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*,

@@ -29,11 +29,11 @@ enum class ReduceLoop {
   kRowwise,          // one row at a time (medium rows from memory)
 };
 
-// Kernel for (res dtype, dy dtype) on the active ISA. res and dy must have
-// one dtype (the fused backward, whose res_for_gamma is float32 beside a
-// 16-bit dy, adds into the accumulators through reduce_step.h instead).
-// Returns nullptr for unequal dtypes and for an invalid DType.
-ReduceRowsFn reduce_rows_fn(DType res, DType dy, ReduceLoop loop = ReduceLoop::kBlocked);
+// Kernel for res and dy both of `dtype` on the active ISA (LayerNormGradBeta
+// takes them in one dtype; the fused backward, whose res_for_gamma is
+// float32 beside a 16-bit dy, adds into the accumulators through
+// reduce_step.h instead). Returns nullptr for an invalid DType.
+ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop = ReduceLoop::kBlocked);
 
 // The loop for a LayerNormGradBeta over `total_bytes` of input (both
 // operands) in rows of `row_bytes` (one operand). Inputs that fit the
