@@ -330,36 +330,109 @@ inline float sum_lanes(const Lanes& v) {
 // term(c, w, t) fills t[0..kSums) with the terms of columns c .. c+w-1
 // (w == 16 except for the last block of a row, whose lanes >= w are
 // discarded here, so a term may be anything there).
+//
+// row_partials stops before the lanes are added: part[s] holds sum s's 16
+// lane totals, for sum_lanes (row_sums) or sum_lanes16 (many short rows).
+// Its loops over sums and accumulators are unrolled by pragma: only with
+// constant indices does GCC keep acc in registers wherever a kernel inlines
+// this; left rolled, it kept them on the stack (a store and a reload per
+// add; the forward of 64-column rows took 1.5x as long).
 template <int kAcc, int kSums, class Term>
-inline void row_sums(int64_t n, Term&& term, float* out) {
+inline void row_partials(int64_t n, Term&& term, Lanes* part) {
   static_assert(kAcc >= 1 && (kAcc & (kAcc - 1)) == 0, "kAcc must be a power of two");
   Lanes acc[kSums][kAcc];
+#pragma GCC unroll 16
   for (int s = 0; s < kSums; ++s)
+#pragma GCC unroll 16
     for (int j = 0; j < kAcc; ++j) acc[s][j] = Lanes::zero();
   int64_t c = 0;
   for (; c + kAcc * kLanes <= n; c += kAcc * kLanes) {
+#pragma GCC unroll 16
     for (int j = 0; j < kAcc; ++j) {
       Lanes t[kSums];  // scoped here so it lives in registers
       term(c + j * kLanes, int64_t(kLanes), t);
+#pragma GCC unroll 16
       for (int s = 0; s < kSums; ++s) acc[s][j] = acc[s][j] + t[s];
     }
   }
   // Fewer than kAcc blocks remain: one each into accumulators 0, 1, ...
   // (a constant trip count, so the accumulators stay in registers).
+#pragma GCC unroll 16
   for (int j = 0; j < kAcc; ++j) {
     if (c >= n) break;
     const int64_t w = n - c < kLanes ? n - c : int64_t(kLanes);
     Lanes t[kSums];
     term(c, w, t);
+#pragma GCC unroll 16
     for (int s = 0; s < kSums; ++s) acc[s][j] = acc[s][j] + keep_first(t[s], w);
     c += kLanes;
   }
+#pragma GCC unroll 16
   for (int s = 0; s < kSums; ++s) {
+#pragma GCC unroll 16
     for (int h = kAcc / 2; h >= 1; h /= 2)
+#pragma GCC unroll 16
       for (int j = 0; j < h; ++j) acc[s][j] = acc[s][j] + acc[s][j + h];
-    out[s] = sum_lanes(acc[s][0]);
+    part[s] = acc[s][0];
   }
 }
+
+template <int kAcc, int kSums, class Term>
+inline void row_sums(int64_t n, Term&& term, float* out) {
+  Lanes part[kSums];
+  row_partials<kAcc, kSums>(n, term, part);
+  for (int s = 0; s < kSums; ++s) out[s] = sum_lanes(part[s]);
+}
+
+// sum_lanes of 16 vectors at once: out[r] = sum_lanes(v[r]), the same
+// additions in the same order. AVX-512 does them as a transposition (8 + 4 +
+// 2 + 1 vector adds for all 16 where sum_lanes takes 4 dependent steps per
+// vector): the kernels for short rows form their rows' sums 16 rows at a
+// time through it.
+#if defined(JAX_LNGB_ISA_AVX512)
+namespace lanes_detail {
+// The intrinsics below, through their masked forms with every lane kept:
+// the same instructions, without the undefined pass-through operand that
+// GCC 12 reports as maybe-uninitialized once they are inlined.
+template <int kImm>
+inline __m512 shuffle_f32x4(__m512 a, __m512 b) {
+  return _mm512_mask_shuffle_f32x4(a, __mmask16(0xFFFF), a, b, kImm);
+}
+template <int kImm>
+inline __m512 shuffle_ps(__m512 a, __m512 b) {
+  return _mm512_mask_shuffle_ps(a, __mmask16(0xFFFF), a, b, kImm);
+}
+inline __m512 permute(__m512i idx, __m512 a) { return _mm512_mask_permutexvar_ps(a, __mmask16(0xFFFF), idx, a); }
+}  // namespace lanes_detail
+
+inline void sum_lanes16(const Lanes* v, float* out) {
+  using lanes_detail::permute;
+  using lanes_detail::shuffle_f32x4;
+  using lanes_detail::shuffle_ps;
+  // Each level adds, for every row, its lanes i and i + h (h = 8, 4, 2, 1)
+  // with lane i as the first operand, as sum_lanes does, packing twice as
+  // many rows per vector as the level before.
+  __m512 a[8], b[4], c[2];
+  for (int p = 0; p < 8; ++p) {  // rows 2p, 2p+1: 8 lane sums each
+    const __m512 x = v[2 * p].v[0].v, y = v[2 * p + 1].v[0].v;
+    a[p] = _mm512_add_ps(shuffle_f32x4<0x44>(x, y), shuffle_f32x4<0xEE>(x, y));
+  }
+  for (int q = 0; q < 4; ++q) {  // rows 4q .. 4q+3, one per 128-bit lane: 4 sums each
+    b[q] = _mm512_add_ps(shuffle_f32x4<0x88>(a[2 * q], a[2 * q + 1]), shuffle_f32x4<0xDD>(a[2 * q], a[2 * q + 1]));
+  }
+  for (int q = 0; q < 2; ++q) {  // 128-bit lane k: rows 8q + k, 8q + 4 + k, 2 sums each
+    c[q] = _mm512_add_ps(shuffle_ps<0x44>(b[2 * q], b[2 * q + 1]), shuffle_ps<0xEE>(b[2 * q], b[2 * q + 1]));
+  }
+  // 128-bit lane k: rows k, 4 + k, 8 + k, 12 + k; element 4k + j is row 4j + k.
+  const __m512 d = _mm512_add_ps(shuffle_ps<0x88>(c[0], c[1]), shuffle_ps<0xDD>(c[0], c[1]));
+  const __m512i rows = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  _mm512_storeu_ps(out, permute(rows, d));
+}
+#else
+inline void sum_lanes16(const Lanes* v, float* out) {
+  for (int r = 0; r < 16; ++r) out[r] = sum_lanes(v[r]);
+}
+#endif
 
 }  // namespace JAX_LNGB_ISA_NS
 }  // namespace jax_lngb

@@ -86,12 +86,41 @@ inline bool scratch_rows(int64_t H, int64_t floats_per_col) {
   return H >= kScratchMinCols && bytes <= (int64_t(256) << 10);
 }
 
+// The sums of kSums terms over each of a group's n (<= kGroup) rows:
+// out[s][k] is sum s of row k, with row_sums' association. A group of 16
+// adds its rows' lanes together (sum_lanes16): for short rows the lane
+// additions and the chain behind them are much of the work. term(k, c, w, t)
+// is row k's term.
+template <int kAcc, int kSums, int kGroup, class Term>
+inline void group_row_sums(int n, int64_t H, Term&& term, float (*out)[kGroup]) {
+  if constexpr (kGroup == 16) {
+    Lanes part[kSums][16];
+    for (int k = 0; k < 16; ++k) {
+      Lanes p[kSums];
+      if (k < n) {
+        row_partials<kAcc, kSums>(H, [&](int64_t c, int64_t w, Lanes* t) { term(k, c, w, t); }, p);
+      } else {
+        for (int i = 0; i < kSums; ++i) p[i] = Lanes::zero();
+      }
+      for (int i = 0; i < kSums; ++i) part[i][k] = p[i];
+    }
+    for (int i = 0; i < kSums; ++i) sum_lanes16(part[i], out[i]);
+  } else {
+    for (int k = 0; k < n; ++k) {
+      float o[kSums];
+      row_sums<kAcc, kSums>(H, [&](int64_t c, int64_t w, Lanes* t) { term(k, c, w, t); }, o);
+      for (int i = 0; i < kSums; ++i) out[i][k] = o[i];
+    }
+  }
+}
+
 // kGroup rows at a time: each pass runs over the group's rows before the
 // next pass starts. A short row is mostly one serial chain (row sum, lane
 // tree, mean, second sum, tree, square root and division, output), and the
 // out-of-order core hides one chain behind another only if they are close
-// together in the instruction stream. Every row's arithmetic is the same,
-// in the same order, whatever kGroup: the same bits.
+// together in the instruction stream; groups of 16 also add their lanes
+// together (group_row_sums). Every row's arithmetic is the same, in the
+// same order, whatever kGroup: the same bits.
 // kScratch: a 16-bit row is widened once, on the first pass, into the row
 // scratch; otherwise every pass reads (and widens) the input row.
 template <typename T, bool kScratch, int kGroup>
@@ -109,36 +138,29 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
         return load_n(x + (r0 + k) * H + c, w);
       }
     };
-    float m[kGroup], v[kGroup];
-    for (int k = 0; k < n; ++k) {
-      const T* xr = x + (r0 + k) * H;
-      float s;
-      row_sums<4, 1>(
-          H,
-          [&](int64_t c, int64_t w, Lanes* t) {
-            prefetch_ahead(xr + c);
-            t[0] = load_n(xr + c, w);
-            if constexpr (kScratch) store_n(xs + k * H + c, t[0], w);
-          },
-          &s);
-      m[k] = s / fh;
-    }
-    for (int k = 0; k < n; ++k) {
-      const Lanes mv = Lanes::splat(m[k]);
-      float q;
-      row_sums<4, 1>(
-          H,
-          [&](int64_t c, int64_t w, Lanes* t) {
-            const Lanes d = row(k, c, w) - mv;
-            t[0] = d * d;
-          },
-          &q);
-      v[k] = q / fh;
-    }
+    float m[1][kGroup], v[1][kGroup];
+    group_row_sums<4, 1, kGroup>(
+        n, H,
+        [&](int k, int64_t c, int64_t w, Lanes* t) {
+          const T* xr = x + (r0 + k) * H;
+          prefetch_ahead(xr + c);
+          t[0] = load_n(xr + c, w);
+          if constexpr (kScratch) store_n(xs + k * H + c, t[0], w);
+        },
+        m);
+    for (int k = 0; k < n; ++k) m[0][k] = m[0][k] / fh;
+    group_row_sums<4, 1, kGroup>(
+        n, H,
+        [&](int k, int64_t c, int64_t w, Lanes* t) {
+          const Lanes d = row(k, c, w) - Lanes::splat(m[0][k]);
+          t[0] = d * d;
+        },
+        v);
+    for (int k = 0; k < n; ++k) v[0][k] = v[0][k] / fh;
     for (int k = 0; k < n; ++k) {
       T* yr = y + (r0 + k) * H;
-      const Lanes mv = Lanes::splat(m[k]);
-      const Lanes rv = Lanes::splat(1.0f / std::sqrt(v[k] + eps));
+      const Lanes mv = Lanes::splat(m[0][k]);
+      const Lanes rv = Lanes::splat(1.0f / std::sqrt(v[0][k] + eps));
       with_stream(stream && stream_ok(yr), [&](auto nt) {
         constexpr bool kNt = decltype(nt)::value;
         auto out = [&](int64_t c, int64_t w) {
@@ -149,13 +171,13 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
             H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
             [&](int64_t c, int64_t w) { put<kNt>(yr + c, out(c, w), w); });
       });
-      mean[r0 + k] = m[k];
-      variance[r0 + k] = v[k];
+      mean[r0 + k] = m[0][k];
+      variance[r0 + k] = v[0][k];
     }
   }
 }
 
-// Rows of at most this many bytes go four at a time (forward_rows_impl).
+// Rows of at most this many bytes go sixteen at a time (forward_rows_impl).
 inline constexpr int64_t kGroupMaxRowBytes = 512;
 
 template <typename T>
@@ -164,7 +186,7 @@ void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const
   if (kWiden<T> && scratch_rows(H, 1)) {
     forward_rows_impl<T, true, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
-    forward_rows_impl<T, false, 4>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+    forward_rows_impl<T, false, 16>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else {
     forward_rows_impl<T, false, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   }
@@ -242,12 +264,38 @@ template <typename T, bool kKeepX2>
   return grad_first_pass<T, kKeepX2, false>(dr, xr, variance, mean, gamma, H, eps, x2_row, nullptr);
 }
 
+// The constants of n (<= 16) short rows from row 0 of dy / x / variance /
+// mean on: grad_first_pass's sums and constants for each row, the same bits,
+// with the rows' lanes added 16 rows at a time (group_row_sums). A function
+// of its own for the reason above.
+template <typename T>
+[[gnu::noinline]] void grad_first_pass_16(const T* dy, const T* x, const float* variance,
+                                          const float* mean, const float* gamma, int n, int64_t H,
+                                          float eps, GradRowCoeffs* coeffs) {
+  float s[3][16];  // per row: sum(x1 * x2), sum(x1), sum(x2)
+  group_row_sums<2, 3, 16>(
+      n, H,
+      [&](int k, int64_t c, int64_t w, Lanes* t) {
+        const T* xr = x + k * H;
+        const T* dr = dy + k * H;
+        prefetch_ahead(xr + c);
+        prefetch_ahead(dr + c);
+        const Lanes x2 = load_n(xr + c, w) - Lanes::splat(mean[k]);
+        const Lanes x1 = load_n(dr + c, w) * load_n(gamma + c, w);
+        grad_terms(x1, x2, t);
+      },
+      s);
+  for (int k = 0; k < n; ++k) {
+    const float sk[3] = {s[0][k], s[1][k], s[2][k]};
+    coeffs[k] = grad_coeffs(sk, variance[k], mean[k], H, eps);
+  }
+}
+
 // kScratch: the first pass keeps x2 = x - mean and x1 = dy * gamma in the
 // row scratch for the second; otherwise the second pass recomputes them.
 // kGroup rows at a time, each pass over the group's rows before the next
-// (short rows, as in forward_rows_impl: one row's serial chain of sums,
-// square root and division hides behind the next row's); the same
-// arithmetic per row whatever kGroup.
+// (short rows, 16 at a time as in forward_rows_impl: their first passes
+// through grad_first_pass_16); the same arithmetic per row whatever kGroup.
 template <typename T, bool kScratch, int kGroup>
 void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                     const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
@@ -258,10 +306,14 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
   for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
     const int n = int(rows - r0 < kGroup ? rows - r0 : kGroup);
     GradRowCoeffs coeffs[kGroup];
-    for (int g = 0; g < n; ++g) {
-      const int64_t r = r0 + g;
-      coeffs[g] = grad_first_pass<T, kScratch, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma,
-                                                         H, eps, x2s, x1s);
+    if constexpr (kGroup == 16) {
+      grad_first_pass_16(dy + r0 * H, x + r0 * H, variance + r0, mean + r0, gamma, n, H, eps, coeffs);
+    } else {
+      for (int g = 0; g < n; ++g) {
+        const int64_t r = r0 + g;
+        coeffs[g] = grad_first_pass<T, kScratch, kScratch>(dy + r * H, x + r * H, variance[r], mean[r],
+                                                           gamma, H, eps, x2s, x1s);
+      }
     }
     for (int g = 0; g < n; ++g) {
       const int64_t r = r0 + g;
@@ -309,7 +361,7 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
 // The public LayerNormGrad: pd_x and res_for_gamma to memory. The first
 // pass keeps x2 = x - mean and x1 = dy * gamma of the row in a float32 row
 // scratch (L1/L2) when the row suits it (scratch_rows), so the second pass
-// neither reloads nor reconverts x, dy and gamma. Short rows go kGroup at a
+// neither reloads nor reconverts x, dy and gamma. Short rows go 16 at a
 // time (kGroupMaxRowBytes, as in the forward).
 template <typename T>
 void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
@@ -318,7 +370,7 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
   if (scratch_rows(H, 2)) {
     grad_rows_impl<T, true, 1>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
-    grad_rows_impl<T, false, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
+    grad_rows_impl<T, false, 16>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   } else {
     grad_rows_impl<T, false, 1>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   }
@@ -338,21 +390,37 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 // float32 scratch; otherwise (rows under 256 or over 16384 columns, see
 // scratch_rows) the sweep recomputes it from x. kTile: rows per tile, at
 // most kReduceRowBlock (fewer rows per load and store of the accumulators
-// add in the same order: the same bits).
-template <typename T, bool kScratch, int kTile>
+// add in the same order: the same bits). kGroup: kTile, or 16 for short
+// rows, whose first passes go 16 rows at a time (grad_first_pass_16) ahead
+// of their four tiles' sweeps.
+template <typename T, bool kScratch, int kTile, int kGroup>
 void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                            const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
                            T* pd_x, float* acc_g, float* acc_b) {
   static_assert(kTile >= 1 && kTile <= kReduceRowBlock && kReduceRowBlock == 4,
                 "the sweep's dispatch below covers tiles of 1 to 4 rows");
+  static_assert(kGroup == kTile || (kGroup == 16 && 16 % kTile == 0 && !kScratch),
+                "first passes row by row for each tile, or 16 short rows at a time");
   float* x2s = kScratch ? row_scratch(kTile * H) : nullptr;
+  GradRowCoeffs group_coeffs[kGroup];
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     const int n = int(rows - r0 < kTile ? rows - r0 : kTile);
-    GradRowCoeffs coeffs[kTile];
-    for (int k = 0; k < n; ++k) {
-      const int64_t r = r0 + k;
-      coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma,
-                                                        H, eps, kScratch ? x2s + k * H : nullptr);
+    // The tile's constants: from each row's first pass, or for short rows
+    // from their group's, formed at the group's first tile.
+    const GradRowCoeffs* coeffs = group_coeffs;
+    if constexpr (kGroup == 16) {
+      const int64_t t = r0 % kGroup;
+      if (t == 0) {
+        const int gn = int(rows - r0 < kGroup ? rows - r0 : kGroup);
+        grad_first_pass_16(dy + r0 * H, x + r0 * H, variance + r0, mean + r0, gamma, gn, H, eps, group_coeffs);
+      }
+      coeffs += t;
+    } else {
+      for (int k = 0; k < n; ++k) {
+        const int64_t r = r0 + k;
+        group_coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r],
+                                                                gamma, H, eps, kScratch ? x2s + k * H : nullptr);
+      }
     }
     // The sweep, for the tile's kN rows (a constant, so it unrolls).
     auto sweep = [&](auto rows_c) {
@@ -441,11 +509,11 @@ void grad_reduce_rows(const T* dy, const T* x, const float* variance, const floa
                       const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                       float* acc_g, float* acc_b) {
   if (scratch_rows(H, kReduceRowBlock)) {
-    grad_reduce_rows_impl<T, true, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+    grad_reduce_rows_impl<T, true, 4, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else if (H < kScratchMinCols) {
-    grad_reduce_rows_impl<T, false, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+    grad_reduce_rows_impl<T, false, 4, 16>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else {
-    grad_reduce_rows_impl<T, false, 2>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+    grad_reduce_rows_impl<T, false, 2, 2>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   }
 }
 
