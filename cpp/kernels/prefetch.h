@@ -22,6 +22,10 @@ inline void prefetch_ahead(const T* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), 0, 1);
 }
 
+// The line holding p, into L2 as above: for a kernel that knows which lines
+// it reads next.
+inline void prefetch_line(const void* p) { __builtin_prefetch(p, 0, 1); }
+
 // prefetch_ahead for element c of a row segment of `cols` elements that is
 // not the whole row (a column chunk): where kPrefetchBytes further on lies
 // past the segment's end, the request goes that far into the segment `next`
