@@ -100,6 +100,7 @@ def collect_info() -> dict[str, Any]:
             "kernel_variant": _native.cpu_isa(),
             "best_supported_variant": supported() if callable(supported) else None,
             "features": _native.cpu_features().split(),
+            "vendor": _native.cpu_vendor(),
             "environment": env,
         },
         "native_lowerings": {
@@ -122,6 +123,7 @@ def _print_info(info: dict[str, Any]) -> None:
     chosen = f"{variant}" + (f" (best this CPU and build support: {best})" if best and best != variant else "")
     print(f"CPU kernel variant: {chosen}")
     print(f"CPU features the dispatcher saw: {' '.join(cpu['features']) or '(none)'}")
+    print(f"CPU vendor (the reduction's loop choice from memory): {cpu['vendor']}")
     for k, v in cpu["environment"].items():
         print(f"  {k}={v}")
     print("native lowerings:")

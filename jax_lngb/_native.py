@@ -36,6 +36,11 @@ def cpu_isa() -> str:
     return _cpu.isa()
 
 
+def cpu_vendor() -> str:
+    """Who made the CPU (intel/amd/other): the reduction's loop choice depends on it."""
+    return _cpu.cpu_vendor()
+
+
 def cpu_features() -> str:
     """The CPU features the dispatcher looked at, as a space-separated list."""
     return _cpu.cpu_features()

@@ -42,6 +42,16 @@ def test_version_prints_the_versions(tmp_path):
     )
 
 
+def _vendor_from_cpuinfo() -> str:
+    """The CPU's maker as /proc/cpuinfo names it, in cpu_vendor()'s words."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            ids = {line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")}
+    except OSError:
+        ids = set()
+    return {frozenset({"GenuineIntel"}): "intel", frozenset({"AuthenticAMD"}): "amd"}.get(frozenset(ids), "other")
+
+
 def test_info_json_describes_this_install(tmp_path):
     # Forcing the baseline variant must show in what info reports.
     proc = _run(tmp_path, "-m", "jax_lngb", "info", "--json", env={"JAX_LNGB_ISA": "generic"})
@@ -56,6 +66,7 @@ def test_info_json_describes_this_install(tmp_path):
     assert cpu["environment"] == {"JAX_LNGB_ISA": "generic"}
     assert cpu["best_supported_variant"] == _native._cpu.supported_isa()
     assert cpu["features"] == _native.cpu_features().split()
+    assert cpu["vendor"] == _native.cpu_vendor() == _vendor_from_cpuinfo()
     assert FFI_TARGET in info["native_lowerings"]["cpu"]["ffi_targets"]
     # Whether the Ascend module exists is a property of the build.
     has_ascend = importlib.util.find_spec("jax_lngb.ascend") is not None
@@ -77,6 +88,7 @@ def test_info_text_names_the_kernel_variant_and_lowerings(tmp_path):
     assert lines[0] == f"jax_lngb {jax_lngb.__version__}"
     assert f"CPU kernel variant: {_native._cpu.supported_isa()}" in lines
     assert f"CPU features the dispatcher saw: {_native.cpu_features()}" in lines
+    assert f"CPU vendor (the reduction's loop choice from memory): {_native.cpu_vendor()}" in lines
     targets = _native.register_cpu_targets()
     assert FFI_TARGET in targets
     assert f"  cpu: C++ kernels through XLA FFI ({', '.join(targets)})" in lines

@@ -63,6 +63,29 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
+CpuVendor cpu_vendor() {
+#if defined(JAX_LNGB_X86)
+  static const CpuVendor v = __builtin_cpu_is("amd")     ? CpuVendor::kAmd
+                             : __builtin_cpu_is("intel") ? CpuVendor::kIntel
+                                                         : CpuVendor::kOther;
+  return v;
+#else
+  return CpuVendor::kOther;
+#endif
+}
+
+const char* vendor_name(CpuVendor v) {
+  switch (v) {
+    case CpuVendor::kIntel:
+      return "intel";
+    case CpuVendor::kAmd:
+      return "amd";
+    case CpuVendor::kOther:
+      return "other";
+  }
+  return "?";
+}
+
 std::string cpu_feature_summary() {
   std::string out;
 #if defined(JAX_LNGB_X86)

@@ -18,6 +18,13 @@ Isa supported_isa();
 // supported_isa(), lowered by JAX_LNGB_ISA when set (read once).
 Isa active_isa();
 const char* isa_name(Isa isa);
+
+// Who made the CPU. Some loop choices are not one instruction set's but
+// one memory system's (reduce_loop_for): the same loop measured fastest on
+// one vendor's cores and slowest on the other's.
+enum class CpuVendor : int { kOther = 0, kIntel = 1, kAmd = 2 };
+CpuVendor cpu_vendor();
+const char* vendor_name(CpuVendor v);
 // Human-readable list of the CPU features the dispatcher looked at.
 std::string cpu_feature_summary();
 

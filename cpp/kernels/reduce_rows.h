@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "cpu_features.h"
 #include "dtypes.h"
 
 namespace jax_lngb {
@@ -36,17 +37,27 @@ enum class ReduceLoop {
 ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop = ReduceLoop::kBlocked);
 
 // The loop for a LayerNormGradBeta over `total_bytes` of input (both
-// operands) in rows of `row_bytes` (one operand). Inputs that fit the
-// last-level cache take the blocked loop, which computes fastest. From
-// memory, rows of a few cache lines to a few KiB take the row-wise loop: the
-// blocked loop reads 2 x 4 short streams at once, which the memory system
-// serves well below its streaming rate (measured 10% slower in float32, 30%
-// in the 16-bit formats at H = 768); longer rows are long streams that the
-// blocked loop reads well, with a prefetch ahead in each row; rows of at
-// most 256 bytes make 4 rows one stream already.
+// operands) in rows of `row_bytes` (one operand) on a CPU of `vendor`.
+// Inputs that fit the last-level cache take the blocked loop, which
+// computes fastest. From memory the two memory systems we measured want
+// opposite loops, with the same bits either way:
+// * AMD (Zen 4): rows of a few cache lines to a few KiB take the row-wise
+//   loop. The blocked loop reads 2 x 4 short streams at once, which that
+//   memory system served well below its streaming rate (10% slower in
+//   float32, 30% in the 16-bit formats at H = 768); longer rows are long
+//   streams that the blocked loop reads well, with a prefetch ahead in each
+//   row; rows of at most 256 bytes make 4 rows one stream already.
+// * Intel (and CPUs we have not measured): every row length takes the
+//   blocked loop with prefetch. On a Xeon with AVX-512 the row-wise loop
+//   was the slowest of the three at every shape (1.2x-2x the time of the
+//   prefetching loop from 64 to 262144 columns), and the prefetching loop
+//   beat the plain one from memory even for 64-column rows (f32
+//   [262144, 64] 3.8 vs 4.9 ms on two cores).
 inline constexpr int64_t kStreamedInputBytes = int64_t(24) << 20;
-inline ReduceLoop reduce_loop_for(int64_t total_bytes, int64_t row_bytes) {
-  if (total_bytes < kStreamedInputBytes || row_bytes <= 256) return ReduceLoop::kBlocked;
+inline ReduceLoop reduce_loop_for(int64_t total_bytes, int64_t row_bytes, CpuVendor vendor) {
+  if (total_bytes < kStreamedInputBytes) return ReduceLoop::kBlocked;
+  if (vendor != CpuVendor::kAmd) return ReduceLoop::kBlockedPrefetch;
+  if (row_bytes <= 256) return ReduceLoop::kBlocked;
   return row_bytes <= 3072 ? ReduceLoop::kRowwise : ReduceLoop::kBlockedPrefetch;
 }
 

@@ -96,14 +96,21 @@ JAX_LNGB_TEST(reduce_rows_loops_are_distinct_and_chosen_by_size) {
     CHECK(reduce_rows_fn(DType::kBF16, loop) != nullptr);
     CHECK(reduce_rows_fn(DType::kBF16, loop) != reduce_rows_fn(DType::kBF16));
   }
-  // The choice: cache-resident inputs and very short rows take the blocked
-  // loop, medium rows from memory the row-wise one, long rows the blocked
-  // loop with prefetch.
+  // The choice: cache-resident inputs take the blocked loop on every CPU.
+  // From memory, on AMD very short rows take the blocked loop, medium rows
+  // the row-wise one and long rows the blocked loop with prefetch; on
+  // other CPUs every row length takes the blocked loop with prefetch.
   const int64_t big = int64_t(200) << 20;
-  CHECK(reduce_loop_for(int64_t(1) << 20, 1536) == ReduceLoop::kBlocked);
-  CHECK(reduce_loop_for(big, 128) == ReduceLoop::kBlocked);
-  CHECK(reduce_loop_for(big, 1536) == ReduceLoop::kRowwise);
-  CHECK(reduce_loop_for(big, 8192) == ReduceLoop::kBlockedPrefetch);
+  for (CpuVendor v : {CpuVendor::kAmd, CpuVendor::kIntel, CpuVendor::kOther}) {
+    CHECK(reduce_loop_for(int64_t(1) << 20, 1536, v) == ReduceLoop::kBlocked);
+    CHECK(reduce_loop_for(big, 8192, v) == ReduceLoop::kBlockedPrefetch);
+  }
+  CHECK(reduce_loop_for(big, 128, CpuVendor::kAmd) == ReduceLoop::kBlocked);
+  CHECK(reduce_loop_for(big, 1536, CpuVendor::kAmd) == ReduceLoop::kRowwise);
+  for (CpuVendor v : {CpuVendor::kIntel, CpuVendor::kOther}) {
+    CHECK(reduce_loop_for(big, 128, v) == ReduceLoop::kBlockedPrefetch);
+    CHECK(reduce_loop_for(big, 1536, v) == ReduceLoop::kBlockedPrefetch);
+  }
 }
 
 // Every dtype has a kernel in every loop; a DType decoded from foreign bits

@@ -135,6 +135,7 @@ def machine_info(l3: int) -> dict[str, Any]:
         "numpy": _version("numpy"),
         "torch": _version("torch"),
         "isa": _native.cpu_isa(),
+        "cpu_vendor": _native.cpu_vendor(),
         "cpu_features": _native.cpu_features(),
         # What XLA's CPU client sizes its intra-op pool from (see --threads).
         "xla_threads": int(os.environ["NPROC"]) if os.environ.get("NPROC", "").isdigit() else cores,
@@ -148,7 +149,7 @@ def machine_info(l3: int) -> dict[str, Any]:
 
 def _print_machine(info: dict[str, Any]) -> None:
     print(f"jax_lngb {info['jax_lngb']} benchmark on {info['cpu']}, {info['cores']} cores, "
-          f"L3 {info['l3_bytes'] >> 20} MiB, kernel ISA {info['isa']}")
+          f"L3 {info['l3_bytes'] >> 20} MiB, kernel ISA {info['isa']} ({info['cpu_vendor']} loop choice)")
     print(f"jax {info['jax']}, jaxlib {info['jaxlib']}, numpy {info['numpy']}, "
           f"torch {info['torch'] or 'not installed'}; XLA threads {info['xla_threads']}"
           + (f", torch threads {info['torch_threads']}" if info["torch_threads"] else "")
