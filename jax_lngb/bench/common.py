@@ -25,6 +25,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from . import residency as _residency
+from .residency import FALLBACK_L3_BYTES, Residency
+
 DTYPE_NAMES = {
     "f32": "float32",
     "float32": "float32",
@@ -35,8 +38,6 @@ DTYPE_NAMES = {
     "bfloat16": "bfloat16",
 }
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
-# L3 size used when the machine does not say.
-FALLBACK_L3_BYTES = 32 << 20
 
 
 # ----------------------------------------------------------- small helpers
@@ -102,31 +103,6 @@ def ulp(values: np.ndarray, dtype_name: str) -> np.ndarray:
     dt = np.dtype(dtype_name)
     with np.errstate(over="ignore"):
         return np.spacing(v.astype(dt)).astype(np.float64)
-
-
-def l3_bytes() -> int:
-    """Size of the last-level (L3) cache cpu0 sees, from sysfs; 32 MiB when
-    the machine does not say."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            path = os.path.join(base, entry)
-            try:
-                with open(os.path.join(path, "level")) as f:
-                    level = int(f.read())
-                with open(os.path.join(path, "size")) as f:
-                    size = f.read().strip()
-            except (OSError, ValueError):
-                continue
-            if level != 3:
-                continue
-            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-            if size and size[-1].upper() in units:
-                return int(size[:-1]) * units[size[-1].upper()]
-            return int(size)
-    except (OSError, ValueError):
-        pass
-    return FALLBACK_L3_BYTES
 
 
 # ---------------------------------------------------- streaming-read probe
@@ -231,6 +207,8 @@ class CaseResult:
     # Names of the reference implementations inside `results`.
     ours: str = "ours"
     probe: str = "probe"
+    # How `cache_resident` was decided (residency.py).
+    residency: Residency | None = None
 
     def _ms(self, name: str) -> float | None:
         r = self.results.get(name)
@@ -276,6 +254,7 @@ class CaseResult:
             "dtype": self.dtype,
             "bytes_read": self.bytes_read,
             "cache_resident": self.cache_resident,
+            "residency": self.residency.to_json() if self.residency is not None else None,
             "extra": _jsonable(self.extra),
             "results": results,
         }
@@ -368,8 +347,14 @@ class BenchContext:
     impls: set[str] | None = None  # None: every implementation
     seed: int = 0
     l3_bytes: int = FALLBACK_L3_BYTES
+    # All L2 caches together (None: unknown), and the bytes read to evict
+    # the caches before the probe's evicted calls (None: from the L3 size
+    # and the available memory); see residency.py.
+    l2_bytes: int | None = None
+    evict_bytes: int | None = None
     progress: Progress = dataclasses.field(default_factory=lambda: Progress(False))
     on_case: Callable[[CaseResult], None] | None = None
+    _evict_buffer: Any = dataclasses.field(default=None, repr=False)
 
     def wants(self, name: str) -> bool:
         return self.impls is None or name in self.impls
@@ -384,8 +369,35 @@ class BenchContext:
     def status(self, label: str, msg: str, force: bool = False) -> None:
         self.progress.show(label, msg, force=force)
 
-    def is_cache_resident(self, bytes_read: int) -> bool:
-        return bytes_read <= self.l3_bytes
+    def eviction_bytes(self) -> int:
+        if self.evict_bytes is None:
+            self.evict_bytes = _residency.eviction_bytes(self.l3_bytes, _residency.available_memory())
+        return self.evict_bytes
+
+    def _evict(self) -> None:
+        """Reads eviction_bytes() of other data with all cores (the probe
+        kernel on a buffer kept for the whole run)."""
+        if self._evict_buffer is None:
+            import jax.numpy as jnp
+
+            self._evict_buffer = ready(jnp.ones((self.eviction_bytes(),), jnp.uint8))
+        ready(stream_read(self._evict_buffer))
+
+    def residency(self, label: str, bytes_read: int, probe: Impl | None, probe_ms: float | None) -> Residency:
+        """Where the case's inputs came from (residency.py): measured with the
+        probe when it ran, unless they fit the L2 caches; by L3 size without
+        the probe."""
+        sized = _residency.by_size(bytes_read, self.l2_bytes, self.l3_bytes)
+        if sized.rule == "l2" or probe is None or not probe_ms:
+            return sized
+        times = []
+        for i in range(_residency.EVICTED_CALLS):
+            self.status(label, f"{probe.name} after eviction {i + 1}/{_residency.EVICTED_CALLS}")
+            self._evict()
+            t0 = time.perf_counter()
+            probe.fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return _residency.measured(probe_ms, statistics.median(times))
 
     def measure(
         self,
@@ -395,6 +407,7 @@ class BenchContext:
         bytes_read: int,
         impls: Iterable[Impl],
         extra: dict[str, Any] | None = None,
+        probe: str = "probe",
     ) -> CaseResult:
         """Times every implementation on the case: `warmup` untimed calls
         each, then `reps` rounds in which every implementation makes one
@@ -402,7 +415,9 @@ class BenchContext:
         implementations so that a disturbance of a few milliseconds (another
         process, the hypervisor) is shared among them rather than charged
         to whichever ran then. An implementation that raises is reported as
-        failed, and the others still run."""
+        failed, and the others still run. Then the implementation named
+        `probe`, if it ran, is timed after evictions to tell whether the
+        case's inputs stayed in cache between calls (`residency`)."""
         impls = list(impls)
         results = {impl.name: ImplResult(impl.name, impl.note, self._bytes_of(impl, bytes_read), [], None)
                    for impl in impls}
@@ -423,14 +438,21 @@ class BenchContext:
         for r in results.values():
             if r.failed is None and r.times_ms:
                 r.ms = statistics.median(r.times_ms)
+        probe_impl = next((impl for impl in live if impl.name == probe), None)
+        # The probe reads the case's inputs (a LayerNorm pass also writes):
+        # the L2 rule goes by those bytes.
+        where = self.residency(label, results[probe].bytes_read if probe_impl else int(bytes_read), probe_impl,
+                               results[probe].ms if probe_impl else None)
         return CaseResult(
             label=label,
             shape=tuple(int(d) for d in shape),
             dtype=dtype,
             bytes_read=int(bytes_read),
-            cache_resident=self.is_cache_resident(bytes_read),
+            cache_resident=where.cache_resident,
             extra=dict(extra or {}),
             results=results,
+            probe=probe,
+            residency=where,
         )
 
     @staticmethod
@@ -477,7 +499,10 @@ def _human_bytes(n: int) -> str:
 
 def format_case(case: CaseResult) -> str:
     """The table of one case, as printed while the benchmark runs."""
-    where = "cache-resident" if case.cache_resident else "from memory"
+    if case.residency is not None:
+        where = case.residency.describe()
+    else:
+        where = "cache-resident" if case.cache_resident else "from memory"
     lines = [f"{case.label}  ({_human_bytes(case.bytes_read)} read, {where})"]
     for note in case.extra.get("notes", ()):
         lines.append(f"  {note}")

@@ -332,10 +332,10 @@ def targets(cases: list[CaseResult]) -> list[Target]:
         f = c.fraction_of_probe(c.ours)
         return None if not f else 1 / f
 
-    # Shown as n/a when no case is from memory (a machine whose L3 holds
-    # every input), rather than left out of the table.
+    # "From memory" as measured (residency.py). Shown as n/a when no case
+    # is, rather than left out of the table.
     v, where = worst(over_probe, lowest=False, only=lambda c: not c.cache_resident)
-    where = where or "none: every case fits the L3"
+    where = where or "none: every case stayed in cache"
     out.append(at_most(f"every case from memory: ours time / probe time, worst [{where}]", v, 1.2))
 
     v, where = worst(lambda c: (c.results[c.ours].errors or {}).get("vs_rounding") if c.ours in c.results else None,
