@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtypes", nargs="+", type=parse_dtype, metavar="DT",
                    help="f32, f16, bf16 (default: all three)")
     p.add_argument("--reps", type=int, default=10, help="timed calls per implementation; the median is reported (default 10)")
+    p.add_argument("--settle-ms", type=float, default=None,
+                   help="pause before each timed call of a case larger than the L2 caches, so one "
+                        "implementation's aftermath is not charged to the next (default 50; 0: none)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
     p.add_argument("--threads", type=int,
                    help="XLA CPU intra-op threads and torch threads (default: what XLA picks, one per core)")
@@ -206,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         dtypes=args.dtypes,
         reps=args.reps,
         warmup=args.warmup,
+        settle_ms=common.DEFAULT_SETTLE_MS if args.settle_ms is None else args.settle_ms,
         impls=set(args.impls) if args.impls else None,
         seed=args.seed,
         l3_bytes=l3,
@@ -215,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     info = machine_info(l3, l2, ctx.eviction_bytes())
     _print_machine(info)
-    print(f"median of {args.reps} timed calls after {args.warmup} warm-up calls; 'of probe' = GB/s over the "
-          "streaming-read probe's GB/s; 'vs ours' = time / ours' time", flush=True)
+    print(f"median of {args.reps} timed calls after {args.warmup} warm-up calls, rounds interleaving the "
+          f"implementations, {ctx.settle_ms:g} ms pause before each timed call of a case larger than the L2 "
+          "caches; 'of probe' = GB/s over the streaming-read probe's GB/s; 'vs ours' = time / ours' time",
+          flush=True)
     print(f"cache-resident = the probe, timed among the others, reads the inputs >= "
           f"{residency.RESIDENT_SPEEDUP:g}x as fast as right after reading {info['eviction_bytes'] >> 20} MiB of "
           "other data (the median of "
@@ -252,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "machine": info,
             "args": {k: ([list(s) for s in v] if k == "shapes" and v else v) for k, v in vars(args).items()},
+            "settle_ms": ctx.settle_ms,
             "elapsed_s": elapsed,
             "cases": [c.to_json() for c in all_cases],
             "targets": [t.to_json() for t in all_targets],

@@ -38,6 +38,14 @@ DTYPE_NAMES = {
     "bfloat16": "bfloat16",
 }
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
+# What one implementation leaves behind slows the next one for a few
+# milliseconds more than its call lasts: after XLA's call over [64, 262144]
+# float16 (whose float32 temporaries are four times the inputs), the probe
+# read the same inputs at half its speed straight away, even after one
+# untimed read of them, and at its usual from-memory speed 10-50 ms later;
+# the same held for our kernel. A pause before each timed call keeps one
+# implementation's aftermath off the next one's time.
+DEFAULT_SETTLE_MS = 50.0
 
 
 # ----------------------------------------------------------- small helpers
@@ -352,6 +360,9 @@ class BenchContext:
     # and the available memory); see residency.py.
     l2_bytes: int | None = None
     evict_bytes: int | None = None
+    # Pause before each timed call of a case larger than the L2 caches
+    # (see `measure`); 0 times the calls back to back.
+    settle_ms: float = DEFAULT_SETTLE_MS
     progress: Progress = dataclasses.field(default_factory=lambda: Progress(False))
     on_case: Callable[[CaseResult], None] | None = None
     _evict_buffer: Any = dataclasses.field(default=None, repr=False)
@@ -417,8 +428,16 @@ class BenchContext:
         to whichever ran then. An implementation that raises is reported as
         failed, and the others still run. Then the implementation named
         `probe`, if it ran, is timed after evictions to tell whether the
-        case's inputs stayed in cache between calls (`residency`)."""
+        case's inputs stayed in cache between calls (`residency`).
+
+        A case larger than the L2 caches waits `settle_ms` before each
+        timed call (see DEFAULT_SETTLE_MS): such a case reads from L3 or
+        memory, where the previous call's freed temporaries and dirty
+        lines cost the next call. Within the L2 caches there is nothing
+        of the sort to wait for, and a pause would only let the caches go
+        cold."""
         impls = list(impls)
+        settle_s = self.settle_s(bytes_read)
         results = {impl.name: ImplResult(impl.name, impl.note, self._bytes_of(impl, bytes_read), [], None)
                    for impl in impls}
         live: list[Impl] = []
@@ -432,7 +451,8 @@ class BenchContext:
         try:
             for i in range(max(self.reps, 1)):
                 live = [impl for impl in live
-                        if self._call(label, impl, results[impl.name], [i], f"{i + 1}/{self.reps}", timed=True)]
+                        if self._call(label, impl, results[impl.name], [i], f"{i + 1}/{self.reps}", timed=True,
+                                      settle_s=settle_s)]
         finally:
             gc.enable()
         for r in results.values():
@@ -455,17 +475,25 @@ class BenchContext:
             residency=where,
         )
 
+    def settle_s(self, bytes_read: int) -> float:
+        """Seconds to wait before each timed call of a case reading `bytes_read`."""
+        if self.settle_ms <= 0 or (self.l2_bytes is not None and bytes_read <= self.l2_bytes):
+            return 0.0
+        return self.settle_ms / 1e3
+
     @staticmethod
     def _bytes_of(impl: Impl, case_bytes: int) -> int:
         return int(impl.bytes_read if impl.bytes_read is not None else case_bytes)
 
     def _call(self, label: str, impl: Impl, result: ImplResult, steps: Iterable[int], what: str,
-              timed: bool) -> bool:
+              timed: bool, settle_s: float = 0.0) -> bool:
         """Runs impl once per step (timing each call when `timed`) and keeps
         its last outputs; False, with the failure recorded, if it raised."""
         try:
             for i in steps:
                 self.status(label, f"{impl.name} {what}" if timed else f"{impl.name} {what} {i + 1}/{self.warmup}")
+                if settle_s:
+                    time.sleep(settle_s)
                 t0 = time.perf_counter()
                 result.outputs = impl.fn()
                 if timed:

@@ -1,0 +1,74 @@
+"""BenchContext.measure's timing protocol, with made-up implementations that
+record when they run: rounds interleave the implementations, a case larger
+than the L2 caches waits settle_ms before each timed call (and the wait is
+not timed), a case within them does not, and a failing implementation drops
+out while the others go on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jax_lngb.bench import common
+
+MIB = 1 << 20
+
+
+def _recorder(name: str, calls: list, fail_at: int | None = None) -> common.Impl:
+    def fn():
+        calls.append((name, time.perf_counter()))
+        if fail_at is not None and sum(1 for n, _ in calls if n == name) == fail_at:
+            raise RuntimeError("made-up failure")
+        return ()
+
+    return common.Impl(name, fn)
+
+
+def _ctx(**kw) -> common.BenchContext:
+    # l3_bytes large: without a probe the label is by size and no eviction
+    # buffer is ever allocated.
+    base = dict(reps=4, warmup=1, l2_bytes=4 * MIB, l3_bytes=1 << 40)
+    base.update(kw)
+    return common.BenchContext(**base)
+
+
+def test_settle_applies_only_beyond_the_l2():
+    ctx = _ctx(settle_ms=30)
+    assert ctx.settle_s(4 * MIB) == 0.0
+    assert ctx.settle_s(4 * MIB + 1) == pytest.approx(0.03)
+    assert _ctx(settle_ms=0).settle_s(1 << 30) == 0.0
+    # L2 size unknown: every case settles.
+    assert _ctx(settle_ms=30, l2_bytes=None).settle_s(1) == pytest.approx(0.03)
+
+
+@pytest.mark.parametrize("bytes_read, expect_pause", [(64 * MIB, True), (MIB, False)])
+def test_pause_before_each_timed_call(bytes_read, expect_pause):
+    calls: list = []
+    ctx = _ctx(settle_ms=40)
+    case = ctx.measure("case", (8, 8), "float32", bytes_read, [_recorder("a", calls), _recorder("b", calls)])
+    names = [n for n, _ in calls]
+    # Warm-up first (one call each), then rounds that alternate a and b.
+    assert names == ["a", "b"] + ["a", "b"] * 4
+    timed = calls[2:]
+    gaps = [t1 - t0 for (_, t0), (_, t1) in zip(timed, timed[1:])]
+    if expect_pause:
+        assert min(gaps) >= 0.04
+    else:
+        assert max(gaps) < 0.04
+    # The pause happens before the clock starts: the calls themselves are
+    # instant.
+    for r in case.results.values():
+        assert len(r.times_ms) == 4 and max(r.times_ms) < 20
+
+
+def test_failing_implementation_drops_out():
+    calls: list = []
+    ctx = _ctx(settle_ms=0)
+    case = ctx.measure("case", (8, 8), "float32", 64 * MIB,
+                       [_recorder("a", calls), _recorder("b", calls, fail_at=3)])
+    assert case.results["b"].failed == "RuntimeError: made-up failure"
+    assert case.results["b"].ms is None and case.results["b"].times_ms == []
+    assert len(case.results["a"].times_ms) == 4 and case.results["a"].ms is not None
+    # b failed in round 2 and was not called again.
+    assert [n for n, _ in calls].count("b") == 3
