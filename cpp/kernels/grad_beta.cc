@@ -8,32 +8,6 @@
 
 namespace jax_lngb {
 
-namespace {
-template <typename T>
-void store_typed(const float* src, T* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
-}
-
-void canonicalize_nan(float* v, int64_t n) {
-  const float qnan = bits_to_float(0x7FC00000u);
-  for (int64_t i = 0; i < n; ++i) v[i] = v[i] != v[i] ? qnan : v[i];
-}
-}  // namespace
-
-void store_as(DType out, const float* src, void* dst, int64_t n) {
-  switch (out) {
-    case DType::kF32:
-      std::copy(src, src + n, static_cast<float*>(dst));
-      return;
-    case DType::kF16:
-      store_typed(src, static_cast<f16_t*>(dst), n);
-      return;
-    case DType::kBF16:
-      store_typed(src, static_cast<bf16_t*>(dst), n);
-      return;
-  }
-}
-
 void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta,
                       int64_t col_chunk, const CpuExecutor& ex) {
   const int64_t G = partials.groups, RB = partials.blocks, H = partials.cols;
@@ -41,6 +15,7 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
   col_chunk = std::max<int64_t>(1, std::min(col_chunk, H));
   const int64_t CC = (H + col_chunk - 1) / col_chunk;
   const int out_size = dtype_size(out);
+  const StoreSumsFn store = store_sums_fn(out);
   char* out_g = static_cast<char*>(pd_gamma);
   char* out_b = static_cast<char*>(pd_beta);
   if (RB == 0) {
@@ -60,14 +35,8 @@ void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamm
       for (int64_t c = c0; c < c1; ++c) sum_g[c] += src_g[c];
       for (int64_t c = c0; c < c1; ++c) sum_b[c] += src_b[c];
     }
-    // Which NaN an addition or product returns when both operands are NaN
-    // depends on operand order, which the compiler picks differently in
-    // each ISA variant. One canonical quiet NaN keeps every variant's
-    // results bit-identical.
-    canonicalize_nan(sum_g + c0, c1 - c0);
-    canonicalize_nan(sum_b + c0, c1 - c0);
-    store_as(out, sum_g + c0, out_g + (g * H + c0) * out_size, c1 - c0);
-    store_as(out, sum_b + c0, out_b + (g * H + c0) * out_size, c1 - c0);
+    store(sum_g + c0, out_g + (g * H + c0) * out_size, c1 - c0);
+    store(sum_b + c0, out_b + (g * H + c0) * out_size, c1 - c0);
   });
 }
 

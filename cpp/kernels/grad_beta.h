@@ -26,9 +26,6 @@ struct GradBetaProblem {
 // Returns nullptr on success, else a static description of what is wrong.
 const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex);
 
-// Writes n float32 values as `out` dtype (round to nearest even).
-void store_as(DType out, const float* src, void* dst, int64_t n);
-
 // Block partials of a gamma/beta reduction, as every producer lays them out:
 // [groups][blocks][2][cols] float32, gamma then beta for each block.
 struct GradBetaPartials {

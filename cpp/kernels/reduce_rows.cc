@@ -20,10 +20,17 @@ ReduceRowsTable active_table() {
       return generic::reduce_rows_table();
   }
 }
+
+const ReduceRowsTable& isa_table() {
+  static const ReduceRowsTable table = active_table();
+  return table;
+}
 }  // namespace
 
+StoreSumsFn store_sums_fn(DType out) { return is_valid_dtype(out) ? isa_table().store_sums[int(out)] : nullptr; }
+
 ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop) {
-  static const ReduceRowsTable table = active_table();
+  const ReduceRowsTable& table = isa_table();
   // A DType decoded from foreign bits must not index past the table.
   if (!is_valid_dtype(dtype)) return nullptr;
   switch (loop) {

@@ -36,6 +36,16 @@ enum class ReduceLoop {
 // reduce_step.h instead). Returns nullptr for an invalid DType.
 ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop = ReduceLoop::kBlocked);
 
+// Writes n float32 sums as `out` dtype, the last step of every gamma/beta
+// reduction: each NaN becomes the one canonical quiet NaN (0x7FC00000, in
+// 16 bits 0x7E00 / 0x7FC0), so that ISA variants, which may leave different
+// NaNs in their partials, give the same bits; everything else is rounded to
+// nearest even exactly as from_float (dtypes.h). Vectorised per ISA: with
+// few rows and many columns, H >> rows, narrowing one value at a time was a
+// sixth of the whole reduction's time.
+using StoreSumsFn = void (*)(const float* sums, void* dst, int64_t n);
+StoreSumsFn store_sums_fn(DType out);
+
 // The loop for a LayerNormGradBeta over `total_bytes` of input (both
 // operands) in rows of `row_bytes` (one operand) on a CPU of `vendor`.
 // Inputs that fit the last-level cache take the blocked loop, which

@@ -20,6 +20,10 @@ void erased_rowwise(const void* res, const void* dy, int64_t rows, int64_t cols,
   reduce_rows_rowwise_impl(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res,
                             ld_dy, acc_g, acc_b);
 }
+template <typename T>
+void erased_store_sums(const float* sums, void* dst, int64_t n) {
+  store_sums_impl(sums, static_cast<T*>(dst), n);
+}
 }  // namespace
 
 ReduceRowsTable reduce_rows_table() {
@@ -33,6 +37,9 @@ ReduceRowsTable reduce_rows_table() {
   t.rowwise[int(DType::kF32)] = &erased_rowwise<float>;
   t.rowwise[int(DType::kF16)] = &erased_rowwise<f16_t>;
   t.rowwise[int(DType::kBF16)] = &erased_rowwise<bf16_t>;
+  t.store_sums[int(DType::kF32)] = &erased_store_sums<float>;
+  t.store_sums[int(DType::kF16)] = &erased_store_sums<f16_t>;
+  t.store_sums[int(DType::kBF16)] = &erased_store_sums<bf16_t>;
   return t;
 }
 

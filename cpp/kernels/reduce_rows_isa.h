@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "lanes.h"
 #include "prefetch.h"
 #include "reduce_step.h"
 #include "simd.h"
@@ -133,6 +134,18 @@ void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t c
       }
     }
     add_row(x, d, c, cols, acc_g, acc_b);
+  }
+}
+
+// store_sums_fn's kernel: sixteen sums at a time through Lanes (whose
+// narrowing stores round exactly as from_float), the tail one by one.
+template <typename T>
+void store_sums_impl(const float* src, T* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) canonical_nan(Lanes::load(src + i)).store(dst + i);
+  for (; i < n; ++i) {
+    const float v = src[i] != src[i] ? bits_to_float(0x7FC00000u) : src[i];
+    dst[i] = from_float<T>(v);
   }
 }
 

@@ -10,6 +10,8 @@ struct ReduceRowsTable {
   ReduceRowsFn blocked[kNumDTypes];
   ReduceRowsFn blocked_prefetch[kNumDTypes];
   ReduceRowsFn rowwise[kNumDTypes];
+  // Indexed by the output dtype.
+  StoreSumsFn store_sums[kNumDTypes];
 };
 
 namespace generic {

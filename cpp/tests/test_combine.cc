@@ -1,12 +1,14 @@
-// combine_partials and store_as: block partials added in block order and
+// combine_partials and store_sums_fn: block partials added in block order and
 // narrowed once, bit-exact for every output dtype, column granularity and
 // executor; nothing outside [groups][cols] is written.
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
 #include "harness.h"
 #include "kernels/grad_beta.h"
+#include "kernels/reduce_rows.h"
 #include "support.h"
 
 namespace jax_lngb::test {
@@ -105,22 +107,33 @@ JAX_LNGB_TEST(combine_partials_canonicalizes_nan) {
   }
 }
 
-JAX_LNGB_TEST(store_as_every_dtype) {
+// store_sums_fn, on the active ISA (the sanitizer script and the Python
+// determinism tests force the others): every length (whole vectors and
+// tails), every dtype, bit-identical to from_float, NaNs of any sign and
+// payload to the canonical one, infinities, overflow to Inf, subnormals.
+JAX_LNGB_TEST(store_sums_every_dtype) {
   std::mt19937_64 gen(9);
-  for (int64_t n : {0, 1, 7, 1000}) {
-    const std::vector<float> src = random_values<float>(gen, n, 1e5f);
+  const uint32_t specials[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F800000u, 0xFF800000u,
+                               0x477FF000u, 0x477FEFFFu, 0x33000000u, 0x33000001u, 0x38800000u, 0x387FFFFFu,
+                               0x00000001u, 0x80000000u, 0x7F7FFFFFu, 0x3F808000u, 0x3F818000u};
+  for (int64_t n : {0, 1, 7, 16, 17, 33, 1000}) {
+    std::vector<float> src = random_values<float>(gen, n, 1e5f);
+    for (int64_t i = 0; i < n; i += 3) src[size_t(i)] = bits_to_float(specials[size_t(i / 3) % std::size(specials)]);
     std::vector<float> f(static_cast<size_t>(n));
     std::vector<f16_t> h(static_cast<size_t>(n));
     std::vector<bf16_t> b(static_cast<size_t>(n));
-    store_as(DType::kF32, src.data(), f.data(), n);
-    store_as(DType::kF16, src.data(), h.data(), n);
-    store_as(DType::kBF16, src.data(), b.data(), n);
+    store_sums_fn(DType::kF32)(src.data(), f.data(), n);
+    store_sums_fn(DType::kF16)(src.data(), h.data(), n);
+    store_sums_fn(DType::kBF16)(src.data(), b.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      CHECK(bits(f[size_t(i)]) == bits(src[size_t(i)]));
-      CHECK(bits(h[size_t(i)]) == bits(from_float<f16_t>(src[size_t(i)])));
-      CHECK(bits(b[size_t(i)]) == bits(from_float<bf16_t>(src[size_t(i)])));
+      const float v = src[size_t(i)];
+      const bool nan = v != v;
+      CHECK_MSG(bits(f[size_t(i)]) == (nan ? 0x7FC00000u : bits(v)), "f32 " << i << " of " << n);
+      CHECK_MSG(bits(h[size_t(i)]) == (nan ? 0x7E00u : bits(from_float<f16_t>(v))), "f16 " << i << " of " << n);
+      CHECK_MSG(bits(b[size_t(i)]) == (nan ? 0x7FC0u : bits(from_float<bf16_t>(v))), "bf16 " << i << " of " << n);
     }
   }
+  CHECK(store_sums_fn(static_cast<DType>(99)) == nullptr);
 }
 
 }  // namespace
