@@ -60,6 +60,7 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
     return nullptr;
   }
 
+  const StoreSumsFn store = store_sums_fn(p.out_dtype);
   const ReducePartition part = make_reduce_partition(R, H, 2 * esize);
   const int64_t RB = part.rows.num_blocks, CC = part.cols.num_chunks;
   const int64_t tasks_per_group = RB * CC;
@@ -84,6 +85,14 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
     std::fill(pb + c0, pb + c1, 0.0f);
     const int64_t off = ((g * R + r0) * H + c0) * esize;
     reduce(res + off, dy + off, r1 - r0, c1 - c0, H, H, pg + c0, pb + c0);
+    if (RB == 1) {
+      // A single row block's partial is already the sum: the task narrows
+      // its columns while they are in its cache, instead of a second pass
+      // over every partial after the join (the same bits: combine_partials
+      // adds nothing when there is one block).
+      store(pg + c0, out_g + (g * H + c0) * out_size, c1 - c0);
+      store(pb + c0, out_b + (g * H + c0) * out_size, c1 - c0);
+    }
   };
 
   ex.run(num_tasks, G * group_bytes, [&](int64_t t) {
@@ -96,7 +105,7 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
     }
   });
 
-  combine_partials(partials, p.out_dtype, p.pd_gamma, p.pd_beta, part.cols.cols_per_chunk, ex);
+  if (RB > 1) combine_partials(partials, p.out_dtype, p.pd_gamma, p.pd_beta, part.cols.cols_per_chunk, ex);
   return nullptr;
 }
 
