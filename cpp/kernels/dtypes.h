@@ -68,6 +68,12 @@ inline uint32_t float_to_bits(float f) {
   return u;
 }
 
+// The one quiet NaN the gamma/beta sums store for any NaN (which NaN an
+// operation returns when both operands are NaN depends on operand order,
+// which each ISA variant's compiler picks differently).
+inline constexpr uint32_t kCanonicalNanBits = 0x7FC00000u;
+inline float canonical_nan(float v) { return v != v ? bits_to_float(kCanonicalNanBits) : v; }
+
 inline float to_float(float x) { return x; }
 inline float to_float(bf16_t x) { return bits_to_float(uint32_t(x.bits) << 16); }
 inline float to_float(f16_t x) {

@@ -70,9 +70,7 @@ struct Lanes {
 };
 
 // canonical_nan(l), defined per ISA below, replaces every NaN lane (any sign
-// or payload) by the one quiet NaN 0x7FC00000: which NaN an operation
-// returns when both operands are NaN depends on operand order, which each
-// ISA variant's compiler picks differently.
+// or payload) by the one quiet NaN kCanonicalNanBits (dtypes.h).
 // stream_fence(), defined per ISA below, makes non-temporal stores visible
 // to other threads; a kernel calls it before it reports a block done.
 
@@ -81,7 +79,7 @@ struct Lanes {
 inline Lanes Lanes::splat(float s) { return {{VecF{_mm512_set1_ps(s)}}}; }
 
 inline Lanes canonical_nan(const Lanes& l) {
-  const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(int(kCanonicalNanBits)));
   return {{VecF{_mm512_mask_mov_ps(l.v[0].v, _mm512_cmp_ps_mask(l.v[0].v, l.v[0].v, _CMP_UNORD_Q), qnan)}}};
 }
 
@@ -124,7 +122,7 @@ inline Lanes Lanes::splat(float s) {
 }
 
 inline Lanes canonical_nan(const Lanes& l) {
-  const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
+  const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(int(kCanonicalNanBits)));
   Lanes r;
   for (int i = 0; i < Lanes::kVecs; ++i)
     r.v[i] = VecF{_mm256_blendv_ps(l.v[i].v, qnan, _mm256_cmp_ps(l.v[i].v, l.v[i].v, _CMP_UNORD_Q))};
@@ -184,7 +182,7 @@ inline Lanes Lanes::splat(float s) {
 inline Lanes canonical_nan(const Lanes& l) {
   float b[kLanes];
   l.store(b);
-  for (int i = 0; i < kLanes; ++i) b[i] = b[i] != b[i] ? bits_to_float(0x7FC00000u) : b[i];
+  for (float& v : b) v = jax_lngb::canonical_nan(v);
   return Lanes::load(b);
 }
 

@@ -143,10 +143,7 @@ template <typename T>
 void store_sums_impl(const float* src, T* dst, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) canonical_nan(Lanes::load(src + i)).store(dst + i);
-  for (; i < n; ++i) {
-    const float v = src[i] != src[i] ? bits_to_float(0x7FC00000u) : src[i];
-    dst[i] = from_float<T>(v);
-  }
+  for (; i < n; ++i) dst[i] = from_float<T>(jax_lngb::canonical_nan(src[i]));
 }
 
 }  // namespace JAX_LNGB_ISA_NS
