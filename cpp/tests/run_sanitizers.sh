@@ -28,8 +28,15 @@ configure_and_build() {  # <dir> <cmake args...>
   local dir=$1
   shift
   cmake -S "$root/cpp" -B "$dir" "${generator[@]}" -DJAX_LNGB_PYTHON=OFF -DJAX_LNGB_TESTS=ON \
-    -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "$@" >/dev/null
-  cmake --build "$dir" --target jax_lngb_kernel_tests --parallel "$jobs"
+    -DJAX_LNGB_BENCH=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "$@" >/dev/null
+  cmake --build "$dir" --target jax_lngb_kernel_tests jax_lngb_kernel_bench --parallel "$jobs"
+}
+
+# The timing driver (cpp/bench) on a small shape, two threads, no eviction
+# or pause: its worker pool and the kernels' fork-join under the sanitizer.
+run_bench() {  # <build dir>
+  echo "== $mode: timing driver"
+  "$1/bench/jax_lngb_kernel_bench" 512 1024 bf16 2 3 1 0
 }
 
 # The ISA variants below the one in use: forced with JAX_LNGB_ISA, which can
@@ -60,6 +67,7 @@ run_asan() {
     # 2^31-element case reads 8.6 GB: once (above) is enough for both.
     JAX_LNGB_ISA=$isa "$driver" grad_beta -sparse
   done
+  run_bench "$dir"
 }
 
 run_tsan() {
@@ -74,6 +82,7 @@ run_tsan() {
   # included) run.
   "$dir/tests/jax_lngb_kernel_tests" parallel concurrent combine_partials_any grad_beta_big grad_beta_concurrent \
     layer_norm_drivers -sparse
+  run_bench "$dir"
 }
 
 case $mode in
