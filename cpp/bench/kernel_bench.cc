@@ -9,67 +9,21 @@
 //   jax_lngb_kernel_bench ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "grad_beta.h"
 #include "stream_read.h"
+#include "tests/support.h"  // ThreadPool: the worker threads the test driver uses
 
 namespace {
 
 using jax_lngb::DType;
-
-// A fixed set of workers fed by a queue: the kernels' Spawner, standing in
-// for XLA's intra-op pool.
-class WorkerPool {
- public:
-  explicit WorkerPool(int n) {
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  void schedule(std::function<void()> f) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(f));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> f;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        f = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      f();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-};
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -125,7 +79,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (rows <= 0 || cols <= 0 || threads < 1 || reps < 1 || evict_mib < 0 || settle_ms < 0) {
-    std::fprintf(stderr, "ROWS, COLS, THREADS and REPS must be positive\n");
+    std::fprintf(stderr, "ROWS, COLS, THREADS and REPS must be positive, EVICT_MIB and SETTLE_MS not negative\n");
     return 2;
   }
 
@@ -136,10 +90,10 @@ int main(int argc, char** argv) {
   std::vector<unsigned char> pd_gamma(size_t(cols * esize)), pd_beta(size_t(cols * esize));
   std::vector<unsigned char> evict(size_t(evict_mib) << 20, 1);
 
-  WorkerPool pool(threads - 1);
+  jax_lngb::test::ThreadPool pool(threads - 1);
   jax_lngb::CpuExecutor ex;
   ex.max_threads = threads;
-  if (threads > 1) ex.spawn = [&pool](std::function<void()> f) { pool.schedule(std::move(f)); };
+  if (threads > 1) ex.spawn = pool.spawner();
 
   jax_lngb::GradBetaProblem p;
   p.in_dtype = p.out_dtype = dt;
