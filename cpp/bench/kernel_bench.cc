@@ -11,19 +11,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "grad_beta.h"
 #include "stream_read.h"
-#include "tests/support.h"  // ThreadPool: the worker threads the test driver uses
+#include "tests/support.h"  // ThreadPool and random_values, as the test driver uses them
 
 namespace {
-
-using jax_lngb::DType;
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -35,85 +32,49 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Normal, finite values of moderate size in every dtype (no subnormals, so
-// the timing says nothing about assists), different in the two operands.
-void fill(void* data, int64_t n, DType dt, uint32_t seed) {
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    const float v = (1.0f + float(s >> 8) * (1.0f / 16777216.0f)) * ((s & 1) ? -1.0f : 1.0f);
-    switch (dt) {
-      case DType::kF32:
-        static_cast<float*>(data)[i] = v;
-        break;
-      case DType::kF16:
-        static_cast<jax_lngb::f16_t*>(data)[i] = jax_lngb::from_float<jax_lngb::f16_t>(v);
-        break;
-      case DType::kBF16:
-        static_cast<jax_lngb::bf16_t*>(data)[i] = jax_lngb::from_float<jax_lngb::bf16_t>(v);
-        break;
-    }
-  }
-}
+struct Options {
+  int64_t rows = 0, cols = 0;
+  const char* dtype = "f32";
+  int threads = 1, reps = 15, settle_ms = 50;
+  int64_t evict_mib = 1024;
+};
 
-}  // namespace
+// One shape in one dtype; inputs are standard normal, as in the Python
+// benchmark (tests/support.h's random_values).
+template <typename T>
+int run(const Options& o) {
+  const int64_t n = o.rows * o.cols;
+  std::mt19937_64 gen(0);
+  const std::vector<T> res = jax_lngb::test::random_values<T>(gen, n);
+  const std::vector<T> dy = jax_lngb::test::random_values<T>(gen, n);
+  std::vector<T> pd_gamma(size_t(o.cols)), pd_beta(size_t(o.cols));
+  std::vector<unsigned char> evict(size_t(o.evict_mib) << 20, 1);
 
-int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]\n",
-                 argv[0]);
-    return 2;
-  }
-  const int64_t rows = std::atoll(argv[1]), cols = std::atoll(argv[2]);
-  const std::string dname = argc > 3 ? argv[3] : "f32";
-  const int threads = argc > 4 ? std::atoi(argv[4]) : int(std::max(1u, std::thread::hardware_concurrency()));
-  const int reps = argc > 5 ? std::atoi(argv[5]) : 15;
-  const int64_t evict_mib = argc > 6 ? std::atoll(argv[6]) : 1024;
-  const int settle_ms = argc > 7 ? std::atoi(argv[7]) : 50;
-  DType dt;
-  if (dname == "f32") dt = DType::kF32;
-  else if (dname == "f16") dt = DType::kF16;
-  else if (dname == "bf16") dt = DType::kBF16;
-  else {
-    std::fprintf(stderr, "dtype must be f32, f16 or bf16, got %s\n", dname.c_str());
-    return 2;
-  }
-  if (rows <= 0 || cols <= 0 || threads < 1 || reps < 1 || evict_mib < 0 || settle_ms < 0) {
-    std::fprintf(stderr, "ROWS, COLS, THREADS and REPS must be positive, EVICT_MIB and SETTLE_MS not negative\n");
-    return 2;
-  }
-
-  const int64_t n = rows * cols, esize = jax_lngb::dtype_size(dt);
-  std::vector<unsigned char> res(size_t(n * esize)), dy(size_t(n * esize));
-  fill(res.data(), n, dt, 1);
-  fill(dy.data(), n, dt, 2);
-  std::vector<unsigned char> pd_gamma(size_t(cols * esize)), pd_beta(size_t(cols * esize));
-  std::vector<unsigned char> evict(size_t(evict_mib) << 20, 1);
-
-  jax_lngb::test::ThreadPool pool(threads - 1);
+  jax_lngb::test::ThreadPool pool(o.threads - 1);
   jax_lngb::CpuExecutor ex;
-  ex.max_threads = threads;
-  if (threads > 1) ex.spawn = pool.spawner();
+  ex.max_threads = o.threads;
+  if (o.threads > 1) ex.spawn = pool.spawner();
 
   jax_lngb::GradBetaProblem p;
-  p.in_dtype = p.out_dtype = dt;
+  p.in_dtype = p.out_dtype = jax_lngb::dtype_of<T>();
   p.res_for_gamma = res.data();
   p.dy = dy.data();
   p.pd_gamma = pd_gamma.data();
   p.pd_beta = pd_beta.data();
-  p.rows = rows;
-  p.cols = cols;
-  const jax_lngb::StreamReadSpan spans[2] = {{res.data(), n * esize}, {dy.data(), n * esize}};
+  p.rows = o.rows;
+  p.cols = o.cols;
+  const int64_t bytes = n * int64_t(sizeof(T));
+  const jax_lngb::StreamReadSpan spans[2] = {{res.data(), bytes}, {dy.data(), bytes}};
 
   std::vector<double> t_kernel, t_probe;
   volatile uint64_t sink = 0;
   constexpr int kWarmup = 2;
-  for (int i = 0; i < kWarmup + reps; ++i) {
+  for (int i = 0; i < kWarmup + o.reps; ++i) {
     for (int which = 0; which < 2; ++which) {
       // Dirty every line of the eviction buffer, then let the write-backs
       // drain before the clock starts.
       for (size_t j = 0; j < evict.size(); j += 64) evict[j]++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.settle_ms));
       const double t0 = seconds_now();
       if (which == 0) {
         if (const char* err = jax_lngb::grad_beta(p, ex)) {
@@ -128,10 +89,38 @@ int main(int argc, char** argv) {
     }
   }
   const double k = median(t_kernel), pr = median(t_probe);
-  const double gb = 2.0 * double(n * esize) / 1e9;
+  const double gb = 2.0 * double(bytes) / 1e9;
   std::printf("[%lld, %lld] %s, %d threads, median of %d: kernel %.3f ms (%.1f GB/s), probe %.3f ms (%.1f GB/s), "
               "kernel / probe %.3f\n",
-              (long long)rows, (long long)cols, dname.c_str(), threads, reps, k * 1e3, gb / k, pr * 1e3, gb / pr,
+              (long long)o.rows, (long long)o.cols, o.dtype, o.threads, o.reps, k * 1e3, gb / k, pr * 1e3, gb / pr,
               k / pr);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]\n",
+                 argv[0]);
+    return 2;
+  }
+  Options o;
+  o.rows = std::atoll(argv[1]);
+  o.cols = std::atoll(argv[2]);
+  if (argc > 3) o.dtype = argv[3];
+  o.threads = argc > 4 ? std::atoi(argv[4]) : int(std::max(1u, std::thread::hardware_concurrency()));
+  if (argc > 5) o.reps = std::atoi(argv[5]);
+  if (argc > 6) o.evict_mib = std::atoll(argv[6]);
+  if (argc > 7) o.settle_ms = std::atoi(argv[7]);
+  if (o.rows <= 0 || o.cols <= 0 || o.threads < 1 || o.reps < 1 || o.evict_mib < 0 || o.settle_ms < 0) {
+    std::fprintf(stderr, "ROWS, COLS, THREADS and REPS must be positive, EVICT_MIB and SETTLE_MS not negative\n");
+    return 2;
+  }
+  const std::string dtype = o.dtype;
+  if (dtype == "f32") return run<float>(o);
+  if (dtype == "f16") return run<jax_lngb::f16_t>(o);
+  if (dtype == "bf16") return run<jax_lngb::bf16_t>(o);
+  std::fprintf(stderr, "dtype must be f32, f16 or bf16, got %s\n", o.dtype);
+  return 2;
 }
