@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -39,14 +40,31 @@ struct Options {
   int64_t evict_mib = 1024;
 };
 
+// A copy of `v` on a 64-byte boundary, as XLA aligns its CPU buffers:
+// std::vector's large blocks start 16 bytes into a page, where every
+// 64-byte vector load straddles two lines (7% slower streaming, measured).
+template <typename T>
+struct Aligned {
+  explicit Aligned(const std::vector<T>& v)
+      : p(static_cast<T*>(std::aligned_alloc(64, (v.size() * sizeof(T) + 63) / 64 * 64))) {
+    if (p == nullptr) throw std::bad_alloc();
+    std::copy(v.begin(), v.end(), p);
+  }
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  T* data() const { return p; }
+  T* p;
+};
+
 // One shape in one dtype; inputs are standard normal, as in the Python
 // benchmark (tests/support.h's random_values).
 template <typename T>
 int run(const Options& o) {
   const int64_t n = o.rows * o.cols;
   std::mt19937_64 gen(0);
-  const std::vector<T> res = jax_lngb::test::random_values<T>(gen, n);
-  const std::vector<T> dy = jax_lngb::test::random_values<T>(gen, n);
+  const Aligned<T> res(jax_lngb::test::random_values<T>(gen, n));
+  const Aligned<T> dy(jax_lngb::test::random_values<T>(gen, n));
   std::vector<T> pd_gamma(size_t(o.cols)), pd_beta(size_t(o.cols));
   std::vector<unsigned char> evict(size_t(o.evict_mib) << 20, 1);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 
 #include "cpu_features.h"
 #include "partition.h"
@@ -52,10 +53,29 @@ uint64_t stream_read(const StreamReadSpan* spans, int64_t count, const CpuExecut
   std::array<uint64_t, kMaxBlocksPerGroup> partial{};  // no allocation per call
   ex.run(num_tasks, total, [&](int64_t t) {
     uint64_t acc = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t n = std::max<int64_t>(spans[i].bytes, 0);
-      const int64_t b0 = slice_begin(n, t, num_tasks), b1 = slice_begin(n, t + 1, num_tasks);
-      if (b1 > b0) acc += sum(static_cast<const unsigned char*>(spans[i].data) + b0, b1 - b0);
+    // The task's slices of up to kMaxSideBySide spans are read side by side
+    // for the length they share, rounded down to whole 64-byte lines so each
+    // span's word grid is kept; what a longer slice has left is read alone.
+    for (int64_t first = 0; first < count; first += kMaxSideBySide) {
+      const int k = int(std::min<int64_t>(kMaxSideBySide, count - first));
+      const unsigned char* p[kMaxSideBySide];
+      int64_t len[kMaxSideBySide];
+      int64_t shared = INT64_MAX;
+      for (int j = 0; j < k; ++j) {
+        const StreamReadSpan& s = spans[first + j];
+        const int64_t n = std::max<int64_t>(s.bytes, 0);
+        const int64_t b0 = slice_begin(n, t, num_tasks), b1 = slice_begin(n, t + 1, num_tasks);
+        p[j] = n > 0 ? static_cast<const unsigned char*>(s.data) + b0 : nullptr;
+        len[j] = b1 - b0;
+        shared = std::min(shared, len[j]);
+      }
+      shared = shared / kSliceAlign * kSliceAlign;
+      if (shared > 0) acc += sum(p, k, shared);
+      for (int j = 0; j < k; ++j) {
+        if (len[j] <= shared) continue;
+        const unsigned char* rest = p[j] + shared;
+        acc += sum(&rest, 1, len[j] - shared);
+      }
     }
     partial[size_t(t)] = acc;
   });

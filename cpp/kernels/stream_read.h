@@ -23,8 +23,8 @@ struct StreamReadSpan {
 };
 
 // Reads spans[0..count) once; returns the wrapping sum of their 64-bit words.
-// Every task reads the same fraction of every span, so two buffers stream
-// side by side like the kernels' two operands.
+// Every task reads the same fraction of every span, and reads its slices of
+// them side by side (up to four at once), as a kernel reads its operands.
 uint64_t stream_read(const StreamReadSpan* spans, int64_t count, const CpuExecutor& ex);
 
 }  // namespace jax_lngb

@@ -7,43 +7,59 @@ namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {
 
 namespace {
+#if defined(JAX_LNGB_ISA_AVX512) || defined(JAX_LNGB_ISA_AVX2)
 #if defined(JAX_LNGB_ISA_AVX512)
-uint64_t sum_words(const unsigned char* p, int64_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+using VecI = __m512i;
+inline VecI zero_i() { return _mm512_setzero_si512(); }
+inline VecI load_i(const unsigned char* p) { return _mm512_loadu_si512(p); }
+inline VecI add_i(VecI a, VecI b) { return _mm512_add_epi64(a, b); }
+#else
+using VecI = __m256i;
+inline VecI zero_i() { return _mm256_setzero_si256(); }
+inline VecI load_i(const unsigned char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline VecI add_i(VecI a, VecI b) { return _mm256_add_epi64(a, b); }
+#endif
+constexpr int64_t kVecBytes = sizeof(VecI);
+
+// K buffers side by side, one vector of each in turn (one line at a time
+// from each buffer measured 4% faster than two).
+template <int K>
+uint64_t sum_words_k(const unsigned char* const* p, int64_t n) {
+  VecI a[K];
+  for (int k = 0; k < K; ++k) a[k] = zero_i();
   int64_t i = 0;
-  for (; i + 256 <= n; i += 256) {
-    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
+  for (; i + kVecBytes <= n; i += kVecBytes) {
+    for (int k = 0; k < K; ++k) a[k] = add_i(a[k], load_i(p[k] + i));
   }
-  for (; i + 64 <= n; i += 64) a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
-  const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
-  // Through memory rather than _mm512_reduce_add_epi64, whose GCC 12 header
+  VecI s = zero_i();
+  for (int k = 0; k < K; ++k) s = add_i(s, a[k]);
+  // Through memory rather than a reduce intrinsic, whose GCC 12 header
   // trips -Wuninitialized.
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, s);
+  alignas(64) uint64_t lanes[kVecBytes / 8];
+  std::memcpy(lanes, &s, sizeof(s));
   uint64_t r = 0;
   for (uint64_t v : lanes) r += v;
-  return r + sum_words_portable(p + i, n - i);
+  for (int k = 0; k < K; ++k) r += sum_words_tail(p[k] + i, n - i);
+  return r;
 }
-#elif defined(JAX_LNGB_ISA_AVX2)
-uint64_t sum_words(const unsigned char* p, int64_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+
+uint64_t sum_words(const unsigned char* const* p, int count, int64_t n) {
+  switch (count) {
+    case 1:
+      return sum_words_k<1>(p, n);
+    case 2:
+      return sum_words_k<2>(p, n);
+    case 3:
+      return sum_words_k<3>(p, n);
+    case 4:
+      return sum_words_k<4>(p, n);
+    default:
+      return 0;  // no buffers (stream_read never asks for more than kMaxSideBySide)
   }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_words_portable(p + i, n - i);
 }
+static_assert(kMaxSideBySide == 4, "sum_words dispatches on 1 .. 4 buffers");
 #else
-uint64_t sum_words(const unsigned char* p, int64_t n) { return sum_words_portable(p, n); }
+uint64_t sum_words(const unsigned char* const* p, int count, int64_t n) { return sum_words_portable(p, count, n); }
 #endif
 }  // namespace
 
