@@ -26,7 +26,8 @@ using ReduceRowsFn = void (*)(const void* res, const void* dy, int64_t rows, int
 // differ only in the order they touch memory.
 enum class ReduceLoop {
   kBlocked,          // 4 rows x 2 vectors per step: inputs in cache, or small
-  kBlockedPrefetch,  // the same, requesting each row 4 KiB ahead (long rows from memory)
+  kBlockedPrefetch,  // the same (3 rows for short 16-bit rows), requesting each
+                     // row 4 KiB ahead (long rows from memory)
   kRowwise,          // one row at a time (medium rows from memory)
 };
 

@@ -38,11 +38,15 @@ inline void add_row(const T* x, const T* d, int64_t c0, int64_t cols, float* acc
 // ones read next: continuing into the columns past the chunk fetched data
 // another task reads (with 4096-column 16-bit chunks, a third of the memory
 // traffic was such waste).
-template <typename T, bool kPrefetch = false>
+// kRows is a template argument because the best block differs by dtype and
+// loop (reduce_rows_isa.cc picks it); it changes how often the accumulators
+// go to L1, never the order of the additions, so every kRows gives the same
+// bits.
+template <typename T, bool kPrefetch = false, int kRows = kReduceRowBlock>
 void reduce_rows_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
                       int64_t ld_dy, float* acc_g, float* acc_b) {
+  static_assert(kRows >= 1, "a block has at least one row");
   constexpr int W = VecF::kWidth;
-  constexpr int kRows = kReduceRowBlock;
   constexpr int kCols = 2;
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) {

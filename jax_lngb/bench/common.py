@@ -314,7 +314,10 @@ class Progress:
         self.enabled = enabled
         self.tty = enabled and self.stream.isatty()
         self.interval_s = interval_s
-        self._last = 0.0
+        # None, not 0.0: time.monotonic() counts from boot on Linux, so on a
+        # machine up for less than interval_s a zero would swallow the first
+        # line.
+        self._last: float | None = None
         self._width = 0
 
     def show(self, label: str, msg: str, force: bool = False) -> None:
@@ -328,7 +331,7 @@ class Progress:
             self.stream.flush()
             return
         now = time.monotonic()
-        if force or now - self._last >= self.interval_s:
+        if force or self._last is None or now - self._last >= self.interval_s:
             self.stream.write(line + "\n")
             self.stream.flush()
             self._last = now
