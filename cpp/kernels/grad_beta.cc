@@ -46,7 +46,8 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   const int64_t G = p.groups, R = p.rows, H = p.cols;
   const int64_t esize = dtype_size(p.in_dtype);
   // nullptr for a dtype decoded from foreign bits (reduce_rows_fn checks).
-  const ReduceRowsFn reduce = reduce_rows_fn(p.in_dtype, reduce_loop_for(G * R * H * 2 * esize, H * esize, cpu_vendor()));
+  const ReduceLoop loop = reduce_loop_for(G * R * H * 2 * esize, H * esize, cpu_vendor(), active_isa());
+  const ReduceRowsFn reduce = reduce_rows_fn(p.in_dtype, loop);
   if (reduce == nullptr) return "unsupported input dtype";
   if (G == 0 || H == 0) return nullptr;
 

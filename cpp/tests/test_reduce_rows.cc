@@ -96,20 +96,30 @@ JAX_LNGB_TEST(reduce_rows_loops_are_distinct_and_chosen_by_size) {
     CHECK(reduce_rows_fn(DType::kBF16, loop) != nullptr);
     CHECK(reduce_rows_fn(DType::kBF16, loop) != reduce_rows_fn(DType::kBF16));
   }
-  // The choice: cache-resident inputs take the blocked loop on every CPU.
-  // From memory, on AMD very short rows take the blocked loop, medium rows
-  // the row-wise one and long rows the blocked loop with prefetch; on
+  // The choice: cache-resident inputs take the blocked loop on every CPU
+  // and ISA. From memory, on AMD very short rows take the blocked loop;
+  // with the AVX-512 kernels medium rows take the row-wise one and long rows
+  // the blocked loop with prefetch, with the AVX2 kernels medium rows the
+  // blocked loop with prefetch and long rows the plain blocked loop; on
   // other CPUs every row length takes the blocked loop with prefetch.
   const int64_t big = int64_t(200) << 20;
-  for (CpuVendor v : {CpuVendor::kAmd, CpuVendor::kIntel, CpuVendor::kOther}) {
-    CHECK(reduce_loop_for(int64_t(1) << 20, 1536, v) == ReduceLoop::kBlocked);
-    CHECK(reduce_loop_for(big, 8192, v) == ReduceLoop::kBlockedPrefetch);
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    for (CpuVendor v : {CpuVendor::kAmd, CpuVendor::kIntel, CpuVendor::kOther}) {
+      CHECK(reduce_loop_for(int64_t(1) << 20, 1536, v, isa) == ReduceLoop::kBlocked);
+    }
+    CHECK(reduce_loop_for(big, 128, CpuVendor::kAmd, isa) == ReduceLoop::kBlocked);
+    for (CpuVendor v : {CpuVendor::kIntel, CpuVendor::kOther}) {
+      for (int64_t row_bytes : {128, 1536, 8192})
+        CHECK(reduce_loop_for(big, row_bytes, v, isa) == ReduceLoop::kBlockedPrefetch);
+    }
   }
-  CHECK(reduce_loop_for(big, 128, CpuVendor::kAmd) == ReduceLoop::kBlocked);
-  CHECK(reduce_loop_for(big, 1536, CpuVendor::kAmd) == ReduceLoop::kRowwise);
-  for (CpuVendor v : {CpuVendor::kIntel, CpuVendor::kOther}) {
-    CHECK(reduce_loop_for(big, 128, v) == ReduceLoop::kBlockedPrefetch);
-    CHECK(reduce_loop_for(big, 1536, v) == ReduceLoop::kBlockedPrefetch);
+  CHECK(reduce_loop_for(big, 1536, CpuVendor::kAmd, Isa::kAvx512) == ReduceLoop::kRowwise);
+  CHECK(reduce_loop_for(big, 3072, CpuVendor::kAmd, Isa::kAvx512) == ReduceLoop::kRowwise);
+  CHECK(reduce_loop_for(big, 8192, CpuVendor::kAmd, Isa::kAvx512) == ReduceLoop::kBlockedPrefetch);
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2}) {
+    CHECK(reduce_loop_for(big, 1536, CpuVendor::kAmd, isa) == ReduceLoop::kBlockedPrefetch);
+    CHECK(reduce_loop_for(big, 3072, CpuVendor::kAmd, isa) == ReduceLoop::kBlockedPrefetch);
+    CHECK(reduce_loop_for(big, 4096, CpuVendor::kAmd, isa) == ReduceLoop::kBlocked);
   }
 }
 
