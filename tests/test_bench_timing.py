@@ -62,6 +62,21 @@ def test_pause_before_each_timed_call(bytes_read, expect_pause):
         assert len(r.times_ms) == 4 and max(r.times_ms) < 20
 
 
+def test_pause_keeps_the_calling_thread_busy(monkeypatch):
+    # An idle core came back slowly enough to show in the next call's time,
+    # so the pause spins: the thread's CPU time covers the whole wait, and
+    # time.sleep is never used for it.
+    def no_sleep(_s):
+        raise AssertionError("the settle pause slept")
+
+    monkeypatch.setattr(common.time, "sleep", no_sleep)
+    ctx = _ctx(settle_ms=30, reps=3)
+    t_cpu = time.thread_time()
+    ctx.measure("case", (8, 8), "float32", 64 * MIB, [_recorder("a", []), _recorder("b", [])])
+    # 3 rounds x 2 implementations x 30 ms, with room for a descheduled slice.
+    assert time.thread_time() - t_cpu >= 0.7 * 6 * 0.03
+
+
 def test_failing_implementation_drops_out():
     calls: list = []
     ctx = _ctx(settle_ms=0)

@@ -48,6 +48,21 @@ DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
 DEFAULT_SETTLE_MS = 50.0
 
 
+def settle(seconds: float) -> None:
+    """Waits `seconds` with the calling thread busy on the clock alone.
+
+    Not time.sleep: on a 2-core Zen 4 guest a core left idle for 50 ms took
+    about a millisecond to come back up to speed, and that millisecond
+    landed on the timed call that followed, on every implementation alike
+    ([4096, 4096] float32: our kernel 5.1-5.2 ms and the probe 4.7-4.9 ms
+    after a sleep, 4.2 and 4.0-4.1 ms after the same wait spent spinning;
+    PyTorch 6.8-7.1 against 4.8-5.1). Reading the clock touches no memory,
+    so the write-backs the pause is for still drain."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 # ----------------------------------------------------------- small helpers
 
 
@@ -496,7 +511,7 @@ class BenchContext:
             for i in steps:
                 self.status(label, f"{impl.name} {what}" if timed else f"{impl.name} {what} {i + 1}/{self.warmup}")
                 if settle_s:
-                    time.sleep(settle_s)
+                    settle(settle_s)
                 t0 = time.perf_counter()
                 result.outputs = impl.fn()
                 if timed:
