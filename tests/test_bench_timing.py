@@ -72,7 +72,10 @@ def test_pause_keeps_the_calling_thread_busy(monkeypatch):
     monkeypatch.setattr(common.time, "sleep", no_sleep)
     ctx = _ctx(settle_ms=30, reps=3)
     t_cpu = time.thread_time()
-    ctx.measure("case", (8, 8), "float32", 64 * MIB, [_recorder("a", []), _recorder("b", [])])
+    case = ctx.measure("case", (8, 8), "float32", 64 * MIB, [_recorder("a", []), _recorder("b", [])])
+    # measure() records an implementation's exception as a failure: a sleep
+    # in the pause would show up here.
+    assert all(r.failed is None for r in case.results.values())
     # 3 rounds x 2 implementations x 30 ms, with room for a descheduled slice.
     assert time.thread_time() - t_cpu >= 0.7 * 6 * 0.03
 
