@@ -201,9 +201,46 @@ def test_targets(bench):
     assert any(w.startswith("every case: xla / ours time") for w in whats)
     assert any(w.startswith("every case: numpy / ours time") for w in whats)
     for t in doc["targets"]:
-        assert set(t) == {"what", "value", "goal", "passed"}
+        assert set(t) == {"what", "value", "goal", "passed", "bound"}
         if "error" in t["what"]:
             assert t["passed"] is True, t
+
+
+def _headline_case(dtype: str, ms: dict[str, float]) -> common.CaseResult:
+    # [65536, 768] with made-up medians: the probe reads the case's bytes.
+    n = 65536 * 768 * 2 * ITEMSIZE[dtype]
+    results = {name: common.ImplResult(name, "", n, [t], t) for name, t in ms.items()}
+    return common.CaseResult(f"[65536, 768] {dtype}", (65536, 768), dtype, n, False, {}, results)
+
+
+def test_speedup_targets_carry_what_the_probe_allows():
+    from jax_lngb.bench import reduction
+
+    # A peer at 8.3 ms and a probe at 5.9 ms: even an implementation at the
+    # probe's rate is only 8.3 / 5.9 = 1.41x faster, so the 1.8x target fails
+    # and says it could not have passed.
+    case = _headline_case("float16", {"ours": 6.0, "probe": 5.9, "xla": 180.0, "torch": 8.3})
+    by_what = {t.what: t for t in reduction.targets([case])}
+    torch_t = by_what["[65536, 768] float16: torch / ours time"]
+    assert torch_t.value == pytest.approx(8.3 / 6.0) and torch_t.passed is False
+    assert torch_t.bound == pytest.approx(8.3 / 5.9)
+    xla_t = by_what["[65536, 768] float16: xla / ours time"]
+    assert xla_t.passed is True and xla_t.bound == pytest.approx(180.0 / 5.9)
+    # Targets that are not a peer's speed-up have no bound.
+    assert by_what["[65536, 768] float16: ours fraction of the probe"].bound is None
+    text = common.format_targets(list(by_what.values()))
+    assert "torch / ours time: 1.383 (goal >= 1.8; 1.41 at the probe's rate)" in text
+    assert torch_t.to_json()["bound"] == pytest.approx(8.3 / 5.9)
+
+
+def test_speedup_target_without_a_probe_or_peer():
+    case = _headline_case("float32", {"ours": 12.0, "xla": 24.0})
+    t = common.speedup_target(case, "xla", ">=", 1.8)
+    assert t.passed is True and t.bound is None
+    missing = common.speedup_target(case, "torch", ">", 1)
+    assert missing.value is None and missing.passed is None and missing.goal == "> 1"
+    with pytest.raises(ValueError, match="op must be"):
+        common.speedup_target(case, "xla", "<", 1)
 
 
 def test_from_memory_target_is_listed_even_without_such_a_case(bench):

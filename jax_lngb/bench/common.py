@@ -257,6 +257,17 @@ class CaseResult:
             return 1.0
         return (self.bytes_read / (t * 1e-3) / 1e9) / probe.gbps
 
+    def best_vs_ours(self, other: str) -> float | None:
+        """The most vs_ours(other) could be: time(other) over the time to move
+        the case's bytes at the probe's rate, which no implementation that
+        reads its inputs once beats by much. Below a target's goal, the
+        target is out of reach on this machine for anyone."""
+        t_other = self._ms(other)
+        probe = self.results.get(self.probe)
+        if t_other is None or probe is None or probe.gbps is None:
+            return None
+        return t_other / (self.bytes_read / (probe.gbps * 1e9) * 1e3)
+
     def to_json(self) -> dict[str, Any]:
         results = {}
         for name, r in self.results.items():
@@ -292,9 +303,23 @@ class Target:
     value: float | None
     goal: str
     passed: bool | None
+    # For a "peer / ours time" target: the ratio an implementation at the
+    # probe's rate would get (CaseResult.best_vs_ours); None elsewhere.
+    bound: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"what": self.what, "value": _finite_or_none(self.value), "goal": self.goal, "passed": self.passed}
+        return {"what": self.what, "value": _finite_or_none(self.value), "goal": self.goal, "passed": self.passed,
+                "bound": _finite_or_none(self.bound)}
+
+
+def speedup_target(case: CaseResult, peer: str, op: str, goal: float) -> Target:
+    """`peer / ours time` on one case against `op goal` (">=" or ">"), with
+    the bound the machine puts on it."""
+    v = case.vs_ours(peer)
+    if op not in (">=", ">"):
+        raise ValueError(f"op must be '>=' or '>', got {op!r}")
+    passed = None if v is None else (v >= goal if op == ">=" else v > goal)
+    return Target(f"{case.label}: {peer} / ours time", v, f"{op} {goal:g}", passed, case.best_vs_ours(peer))
 
 
 def _finite_or_none(v: Any) -> Any:
@@ -585,5 +610,6 @@ def format_targets(targets: Sequence[Target]) -> str:
     lines = ["Targets (PASS / FAIL / n/a when a figure is missing):"]
     for t in targets:
         state = "n/a " if t.passed is None else ("PASS" if t.passed else "FAIL")
-        lines.append(f"  {state}  {t.what}: {_fmt(t.value, '.4g', 'n/a')} (goal {t.goal})")
+        bound = "" if t.bound is None else f"; {t.bound:.3g} at the probe's rate"
+        lines.append(f"  {state}  {t.what}: {_fmt(t.value, '.4g', 'n/a')} (goal {t.goal}{bound})")
     return "\n".join(lines)

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import BenchContext, CaseResult, Impl, Target, optional_torch, ready, stream_read, ulp
+from .common import BenchContext, CaseResult, Impl, Target, optional_torch, ready, speedup_target, stream_read, ulp
 
 NAME = "layer_norm"
 TITLE = "LayerNorm forward, backward and forward+backward (jax.vjp) vs XLA autodiff and PyTorch"
@@ -387,18 +387,13 @@ def targets(cases: list[CaseResult]) -> list[Target]:
     """The goals of the fused-LayerNorm issue, checked on the measured cases."""
     out: list[Target] = []
 
-    def ratio(case: CaseResult, other: str) -> float | None:
-        return case.vs_ours(other) if other in case.results and case.ours in case.results else None
-
     for case in cases:
         if tuple(case.shape) != HEADLINE_SHAPE or case.ours not in case.results:
             continue
         p = case.extra.get("pass")
         if p == "fwd+bwd" and case.dtype in ("float32", "bfloat16"):
-            xr = ratio(case, "xla")
-            out.append(Target(f"{case.label}: xla / ours time", xr, ">= 3", None if xr is None else xr >= 3))
-            tr = ratio(case, "torch")
-            out.append(Target(f"{case.label}: torch / ours time", tr, "> 1", None if tr is None else tr > 1))
+            out.append(speedup_target(case, "xla", ">=", 3))
+            out.append(speedup_target(case, "torch", ">", 1))
         if p == "bwd":
             f = case.fraction_of_probe(case.ours)
             t = None if f is None else 1 / f
@@ -430,7 +425,7 @@ def targets(cases: list[CaseResult]) -> list[Target]:
     slowest = math.inf
     where = ""
     for case in cases:
-        v = ratio(case, "xla")
+        v = case.vs_ours("xla")
         if v is not None and v < slowest:
             slowest, where = v, case.label
     if not math.isinf(slowest):

@@ -45,7 +45,18 @@ from typing import Any
 
 import numpy as np
 
-from .common import BenchContext, CaseResult, Impl, Target, format_shape, optional_torch, ready, stream_read, ulp
+from .common import (
+    BenchContext,
+    CaseResult,
+    Impl,
+    Target,
+    format_shape,
+    optional_torch,
+    ready,
+    speedup_target,
+    stream_read,
+    ulp,
+)
 
 NAME = "reduction"
 TITLE = "LayerNormGradBeta (gamma/beta sums) vs XLA, NumPy, PyTorch and the streaming-read probe"
@@ -299,11 +310,11 @@ def targets(cases: list[CaseResult]) -> list[Target]:
             continue
         if case.dtype == "float32":
             out.append(at_least(f"{case.label}: ours fraction of the probe", case.fraction_of_probe(case.ours), 0.85))
-            out.append(at_least(f"{case.label}: xla / ours time", case.vs_ours("xla"), 1.8))
+            out.append(speedup_target(case, "xla", ">=", 1.8))
         else:
             out.append(at_least(f"{case.label}: ours fraction of the probe", case.fraction_of_probe(case.ours), 0.70))
-            out.append(at_least(f"{case.label}: xla / ours time", case.vs_ours("xla"), 8))
-            out.append(at_least(f"{case.label}: torch / ours time", case.vs_ours("torch"), 1.8))
+            out.append(speedup_target(case, "xla", ">=", 8))
+            out.append(speedup_target(case, "torch", ">=", 1.8))
             e = case.results[case.ours].errors
             out.append(
                 at_most(f"{case.label}: ours error / (exact sum rounded to {case.dtype} + f32 allowance)",
