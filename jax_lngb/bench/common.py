@@ -261,12 +261,10 @@ class CaseResult:
         """The most vs_ours(other) could be: time(other) over the time to move
         the case's bytes at the probe's rate, which no implementation that
         reads its inputs once beats by much. Below a target's goal, the
-        target is out of reach on this machine for anyone."""
-        t_other = self._ms(other)
-        probe = self.results.get(self.probe)
-        if t_other is None or probe is None or probe.gbps is None:
-            return None
-        return t_other / (self.bytes_read / (probe.gbps * 1e9) * 1e3)
+        target is out of reach on this machine for anyone. That is the
+        inverse of other's fraction of the probe."""
+        f = self.fraction_of_probe(other) if other != self.probe else None
+        return 1 / f if f else None
 
     def to_json(self) -> dict[str, Any]:
         results = {}
@@ -315,9 +313,9 @@ class Target:
 def speedup_target(case: CaseResult, peer: str, op: str, goal: float) -> Target:
     """`peer / ours time` on one case against `op goal` (">=" or ">"), with
     the bound the machine puts on it."""
-    v = case.vs_ours(peer)
     if op not in (">=", ">"):
         raise ValueError(f"op must be '>=' or '>', got {op!r}")
+    v = case.vs_ours(peer)
     passed = None if v is None else (v >= goal if op == ">=" else v > goal)
     return Target(f"{case.label}: {peer} / ours time", v, f"{op} {goal:g}", passed, case.best_vs_ours(peer))
 
