@@ -8,7 +8,42 @@ built on it) as JAX primitives with native kernels.
 
 from __future__ import annotations
 
-from . import export
+import importlib.machinery as _machinery
+import importlib.metadata as _metadata
+from pathlib import Path as _Path
+
+
+def _fall_through_to_installed_copy() -> None:
+    """Lets a source checkout find the compiled extensions of an installed copy.
+
+    `python -m jax_lngb` (or `python -c "import jax_lngb"`) at the root of a
+    checkout puts the checkout first on sys.path, so these sources are what
+    gets imported, and they hold no compiled extension: `pip install .` put
+    it into site-packages beside another copy of the same files. Appending
+    that copy's folder to this package's search path makes `from . import
+    _cpu` (and the other extensions) resolve there while every Python module
+    still comes from here. Only a copy of the same version qualifies, and
+    only when no extension sits beside these sources (a cpp/dev_build.sh
+    build links them here, and then nothing changes).
+    """
+    here = _Path(__file__).resolve().parent
+    suffixes = tuple(_machinery.EXTENSION_SUFFIXES)
+    if any(p.name.startswith("_cpu") and p.name.endswith(suffixes) for p in here.iterdir()):
+        return
+    try:
+        dist = _metadata.distribution("jax_lngb")
+    except _metadata.PackageNotFoundError:
+        return  # nothing installed: _native's ImportError says what to run
+    from ._version import __version__ as ours
+
+    installed = _Path(str(dist.locate_file("jax_lngb"))).resolve()
+    if dist.version == ours and installed != here and installed.is_dir():
+        __path__.append(str(installed))
+
+
+_fall_through_to_installed_copy()
+
+from . import export  # noqa: E402  (after the search path is settled)
 from ._avals import psum_to_match
 from ._partitioning import ShardingWarning
 from ._version import __version__

@@ -1,9 +1,16 @@
-"""`python -m jax_lngb`: the demo; `--version` and `info` describe the install.
+"""The `jax-lngb` command (also `python -m jax_lngb`): the demo, `info` and
+the benchmark.
 
-    python -m jax_lngb               the demo (document example, small training run)
-    python -m jax_lngb --version     jax_lngb's version, with jax's, jaxlib's and Python's
-    python -m jax_lngb info          versions, CPU kernel dispatch, native lowerings, extras
-    python -m jax_lngb info --json   the same as one JSON object
+    jax-lngb                   the demo: the document's example, a training step, LayerNorm alone
+    jax-lngb demo --quick      the same at small sizes, in seconds
+    jax-lngb info [--json]     versions, CPU kernel dispatch, native lowerings, extras
+    jax-lngb bench ...         the benchmark (`jax-lngb bench --help`)
+    jax-lngb --version         jax_lngb's version, with jax's, jaxlib's and Python's
+
+The console script is what the README shows: it runs the installed package
+from any folder. `python -m jax_lngb` works too, from the repository root
+included (the package's __init__ lets a source checkout find the installed
+extension), but it depends on which folder Python puts first on sys.path.
 """
 
 from __future__ import annotations
@@ -152,10 +159,21 @@ def _print_info(info: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jax_lngb", description=__doc__,
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        # The benchmark has its own options; hand it everything after the word.
+        from .bench.__main__ import main as bench_main
+
+        return bench_main(argv[1:])
+    if argv[:1] == ["demo"]:
+        from . import demo
+
+        return demo.main(argv[1:])
+    parser = argparse.ArgumentParser(prog="jax-lngb", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print the versions and exit")
-    parser.add_argument("command", nargs="?", default="demo", choices=["demo", "info"])
+    parser.add_argument("command", nargs="?", default="demo", choices=["demo", "info", "bench"],
+                        help="demo (default), info, or bench (each answers --help)")
     parser.add_argument("--json", action="store_true", help="with info: print one JSON object")
     args = parser.parse_args(argv)
     if args.version:
@@ -172,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--json goes with the info command")
     from . import demo
 
-    return demo.main()
+    return demo.main([])
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ import jax
 try:
     from . import _cpu  # the compiled extension (cpp/python/cpu_module.cc)
 except ImportError as e:  # pragma: no cover - depends on how it was installed
+    # One line that says what to run: these sources are imported, but no
+    # build of them (installed or linked by cpp/dev_build.sh) was found.
     raise ImportError(
-        "jax_lngb's compiled extension (_cpu) is missing or failed to load: install the "
-        "package with `pip install .` (or run cpp/dev_build.sh for a working-tree build). "
-        "Running from the source folder with `python -m pytest` picks up the sources "
-        f"without the extension. Cause: {e}"
+        f"jax_lngb's compiled extension is not built or failed to load ({e}); from the repository root run "
+        "`python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/jax-lngb`, or `cpp/dev_build.sh` "
+        "for a working-tree build"
     ) from e
 
 
