@@ -98,6 +98,10 @@ def test_wheel_holds_the_compiled_extension_and_declares_the_extras(wheel):
         for extra in extras_needing:
             assert any(r.startswith(dist) and f'extra == "{extra}"' in r for r in requires), (dist, extra, requires)
     assert any(r.startswith("optax") and 'extra == "test"' in r for r in requires)
+    # The README's command is a console script.
+    with zipfile.ZipFile(wheel) as z:
+        entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert re.search(r"^\[console_scripts\]\s*^jax-lngb = jax_lngb\.__main__:main$", entry_points, re.M | re.S), entry_points
 
 
 def _no_compiler_env(env_dir: Path, tmp_path: Path) -> dict:
@@ -140,6 +144,10 @@ def _install(tmp_path: Path, wheel: Path, *requirements: str) -> tuple[Path, dic
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     info = json.loads(run.stdout.strip().splitlines()[-1])
     assert str(env_dir) in info["file"]
+    # The console script the README shows, from an unrelated folder.
+    cli = subprocess.run([str(env_dir / "bin" / "jax-lngb"), "--version"], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=env)
+    assert cli.returncode == 0 and cli.stdout.startswith("jax_lngb "), cli.stdout + cli.stderr[-2000:]
     tests = tmp_path / "tests"
     tests.mkdir()
     for name in TEST_HELPERS + INSTALLED_TESTS + DROP_IN_TESTS:
