@@ -30,10 +30,35 @@ hand. The FFI handler itself is compiled only when the CANN toolkit was
 found at build time (``jax_lngb._ascend``); without it the lowering and
 ``jax.export`` still work, but running needs a CANN build.
 
+**Exporting for Ascend from a machine without the plugin.** Without the
+plugin JAX does not know the platform, and ``jax.export(...,
+platforms=["ascend"])`` lowers every primitive with its platform-independent
+rule: the artifact would hold the jax.numpy reduction, not the AscendC
+kernel. :func:`register_platform` registers a stand-in for the platform (a
+backend factory that never yields a device) and our lowering for it, so the
+export carries the Ascend custom call::
+
+    import jax, jax_lngb
+    jax_lngb.ascend.register_platform("ascend")   # before exporting
+    exp = jax_lngb.export.export(jax.jit(step), platforms=["cpu", "ascend"])(*specs)
+
+The artifact then runs on the CPU here and on an NPU where the plugin and a
+CANN build of jax_lngb are installed. Plan it for the target's architecture
+(``$JAX_LNGB_ASCEND_ARCH``, below): the tiling is baked into the artifact.
+
+**Which architecture.** ``$JAX_LNGB_ASCEND_ARCH`` (``dav-2201``: Atlas
+A2/A3, ``dav-3510``: Ascend 950, ``dav-2002``: Atlas inference series);
+default: the one the FFI handler was built for, else ``dav-2201``. It fixes
+the LayerNormGradBeta implementation the plan must suit, what block_dim
+counts (vector cores; AI cores on dav-2002, whose kernels are AICORE
+kernels) and the default core count and unified-buffer size
+(:func:`jax_lngb.tiling.npu_arch_defaults`).
+
 Tuning knobs (read at trace time; results do not depend on them, except the
 unified-buffer size, which fixes the tiles and so the float32 association):
-``$JAX_LNGB_ASCEND_NUM_CORES`` (vector cores to launch, default 40) and
-``$JAX_LNGB_ASCEND_UB_BYTES`` (unified buffer per core, default 196608).
+``$JAX_LNGB_ASCEND_NUM_CORES`` (cores to launch; default 40, 8 on
+dav-2002) and ``$JAX_LNGB_ASCEND_UB_BYTES`` (unified buffer per core;
+default 196608, 245760 on dav-3510, 262144 on dav-2002).
 """
 
 from __future__ import annotations
@@ -53,6 +78,7 @@ from . import tiling
 from .grad_beta import _grad_beta_jnp, layer_norm_grad_beta_local_p
 
 __all__ = [
+    "ARCH_ENV",
     "DEFAULT_NUM_CORES",
     "DEFAULT_PLATFORMS",
     "DEFAULT_UB_BYTES",
@@ -61,9 +87,11 @@ __all__ = [
     "PLATFORM_ENV",
     "UB_BYTES_ENV",
     "handler_available",
+    "npu_arch",
     "platform_names",
     "plan_for",
     "register",
+    "register_platform",
     "registered_platforms",
 ]
 
@@ -71,7 +99,10 @@ FFI_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
 PLATFORM_ENV = "JAX_LNGB_ASCEND_PLATFORM"
 NUM_CORES_ENV = "JAX_LNGB_ASCEND_NUM_CORES"
 UB_BYTES_ENV = "JAX_LNGB_ASCEND_UB_BYTES"
+ARCH_ENV = "JAX_LNGB_ASCEND_ARCH"
 DEFAULT_PLATFORMS = ("ascend",)
+DEFAULT_ARCH = "dav-2201"
+# dav-2201's defaults (jax_lngb.tiling.npu_arch_defaults has every architecture's).
 DEFAULT_NUM_CORES = 40  # Atlas A2: 20 AI cores x 2 vector cores; more blocks than cores still run
 DEFAULT_UB_BYTES = 196608  # unified buffer of an Atlas A2/A3 vector core
 
@@ -97,6 +128,18 @@ def platform_names() -> tuple[str, ...]:
     raw = os.environ.get(PLATFORM_ENV, "")
     names = tuple(n.strip() for n in raw.split(",") if n.strip())
     return names or DEFAULT_PLATFORMS
+
+
+def npu_arch() -> str:
+    """The NPU architecture the lowering plans for: ``$JAX_LNGB_ASCEND_ARCH``,
+    else the one the FFI handler was built for, else ``dav-2201``."""
+    raw = os.environ.get(ARCH_ENV, "").strip()
+    if raw:
+        tiling.npu_arch_defaults(raw)  # a clear error for a misspelt name
+        return raw
+    if _ascend is not None:
+        return str(_ascend.npu_arch())
+    return DEFAULT_ARCH
 
 
 def registered_platforms() -> tuple[str, ...]:
@@ -136,8 +179,10 @@ def plan_for(
     hp = -(-h // per) * per
     if rows > _U32_MAX or hp > _U32_MAX:
         return None  # beyond the kernel's uint32 tiling fields
-    ub_bytes = _env_int(UB_BYTES_ENV, DEFAULT_UB_BYTES)
-    num_cores = _env_int(NUM_CORES_ENV, DEFAULT_NUM_CORES)
+    arch = npu_arch()
+    defaults = tiling.npu_arch_defaults(arch)
+    ub_bytes = _env_int(UB_BYTES_ENV, defaults.ub_bytes)
+    num_cores = _env_int(NUM_CORES_ENV, defaults.num_cores)
     try:
         plan = tiling.plan_layer_norm_grad_beta_kernel(
             rows,
@@ -150,6 +195,7 @@ def plan_for(
             # The kernel's UB tiles are copies it owns: LayerNormGradBeta may
             # overwrite them, which leaves more UB for rows.
             is_reuse_source=in_dt == np.float32,
+            npu_arch=arch,
         )
     except ValueError as e:
         if "cannot hold one row" in str(e):
@@ -207,7 +253,40 @@ def register(platform: str | None = None) -> tuple[str, ...]:
                     jax.ffi.register_ffi_target(target, capsule, platform=name)
             _registered.add(name)
             done.append(name)
+    if done:
+        # Programs lowered for these platforms before now used the portable
+        # rule, and JAX caches lowerings per jitted function: drop them, so
+        # the next lowering or export for the platform uses this rule.
+        jax.clear_caches()
     return tuple(done)
+
+
+def register_platform(platform: str = "ascend") -> None:
+    """Lets this process lower for ``platform`` without its PJRT plugin.
+
+    Registers a stand-in backend factory for ``platform`` unless JAX already
+    knows it (the stand-in never yields a device: JAX skips it quietly when
+    it initializes its backends, and running on it fails with a clear
+    error), then the Ascend lowering for it, even if ``platform`` is not in
+    ``$JAX_LNGB_ASCEND_PLATFORM``. Afterwards ``jax.export`` with
+    ``platforms=[..., platform]`` emits the Ascend custom call (see the
+    module docstring). Idempotent; with the real plugin loaded it only
+    registers the lowering.
+    """
+    if not isinstance(platform, str) or not platform.strip():
+        raise TypeError(f"register_platform: platform must be a non-empty string; got {platform!r}")
+    if platform in ("cpu", "cuda", "rocm", "tpu"):
+        raise ValueError(f"register_platform: {platform!r} is not an Ascend platform")
+    if not xla_bridge.is_known_platform(platform):
+
+        def stand_in():
+            raise RuntimeError(
+                f"platform {platform!r} is a stand-in registered by jax_lngb.ascend.register_platform "
+                "for lowering and export only; running needs the Ascend PJRT plugin"
+            )
+
+        xla_bridge.register_backend_factory(platform, stand_in, priority=-1000, fail_quietly=True)
+    register(platform)
 
 
 def _install_backend_hook() -> None:

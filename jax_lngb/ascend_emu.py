@@ -4,10 +4,13 @@ The kernel source ``cpp/ascend/grad_beta_kernel.asc`` is compiled with the
 host compiler against a small emulation of exactly the AscendC subset it uses
 (``cpp/ascend/emu/``): global and local tensors, TPipe/TQue/TBuf on a unified
 buffer of fixed size, DataCopy and the vector ops with the hardware's 32-byte
-rules, GetBlockIdx/GetBlockNum over N emulated vector cores, and
-``AscendC::LayerNormGradBeta`` with CANN's semantics. The host side does
-what the NPU launcher does: pad H, plan with ``jax_lngb.tiling``, launch the
-partials kernel and then the combine kernel.
+rules, GetBlockIdx/GetBlockNum over N emulated cores, and
+``AscendC::LayerNormGradBeta`` with CANN's semantics, in either of CANN's
+two implementations: the common one (dav-2002, dav-2201) or the 3510 one
+(dav-3510), chosen by ``npu_arch`` as CANN chooses by ``__NPU_ARCH__``. The
+host side does what the NPU launcher does: pad H, plan with
+``jax_lngb.tiling`` for that architecture, launch the partials kernel and
+then the combine kernel.
 
 A kernel that overflows the unified buffer, misaligns or overruns a copy,
 misuses a queue, or lets two cores touch the same global-memory block in one
@@ -89,6 +92,16 @@ def pad_h(h: int, *dtypes: Any) -> int:
     return -(-h // per) * per
 
 
+def _arch_number(fn: str, npu_arch: Any) -> int:
+    """2002, 2201 or 3510 for "dav-2002", "dav-2201" or "dav-3510"."""
+    _tiling_mod.npu_arch_defaults(npu_arch)  # validates, naming the choices
+    return int(str(npu_arch)[4:])
+
+
+def _ub_bytes(fn: str, ub_bytes: Any, npu_arch: Any) -> int:
+    return _tiling_mod.npu_arch_defaults(npu_arch).ub_bytes if ub_bytes is None else ub_bytes
+
+
 def _as_rows(fn: str, res: Any, dy: Any) -> tuple[np.ndarray, np.ndarray]:
     res = np.asarray(res)
     dy = np.asarray(dy)
@@ -111,18 +124,23 @@ def run(
     dy: Any,
     *,
     num_cores: int = 8,
-    ub_bytes: int = DEFAULT_UB_BYTES,
+    ub_bytes: int | None = None,
     out_dtype: Any = None,
     tmp_buffer: Literal["auto", "min", "max"] | int = "auto",
     is_reuse_source: bool = False,
     reverse_core_order: bool = False,
+    npu_arch: _tiling_mod.NpuArch = "dav-2201",
 ) -> EmuRun:
     """Pads, plans and runs both kernels; returns results and counters.
 
+    ``npu_arch`` plans for that architecture and runs its LayerNormGradBeta
+    implementation (the common one for dav-2002 / dav-2201, the 3510 one
+    for dav-3510); ``ub_bytes`` defaults to its unified buffer.
     ``reverse_core_order`` runs the emulated cores last to first (a legal
     schedule must give the same bits).
     """
     fn = "ascend_emu.run"
+    ub_bytes = _ub_bytes(fn, ub_bytes, npu_arch)
     res2, dy2 = _as_rows(fn, res_for_gamma, dy)
     in_dt = res2.dtype
     out_dt = in_dt if out_dtype is None else _dtype(fn, "out_dtype", out_dtype)
@@ -141,6 +159,7 @@ def run(
         num_cores=num_cores,
         tmp_buffer=tmp_buffer,
         is_reuse_source=is_reuse_source,
+        npu_arch=npu_arch,
     )
     g, b, s1, s2 = run_kernel(
         res2,
@@ -152,6 +171,7 @@ def run(
         combine_block_dim=plan.combine_block_dim,
         ub_bytes=ub_bytes,
         reverse_core_order=reverse_core_order,
+        npu_arch=npu_arch,
     )
     return EmuRun(g[:h], b[:h], plan, s1, s2)
 
@@ -161,17 +181,20 @@ def layer_norm_grad_beta(
     dy: Any,
     *,
     num_cores: int = 8,
-    ub_bytes: int = DEFAULT_UB_BYTES,
+    ub_bytes: int | None = None,
     out_dtype: Any = None,
     tmp_buffer: Literal["auto", "min", "max"] | int = "auto",
     is_reuse_source: bool = False,
+    npu_arch: _tiling_mod.NpuArch = "dav-2201",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(pd_gamma, pd_beta)`` computed by the emulated Ascend kernels.
 
     Inputs are float32 or float16 NumPy arrays [..., H] (every leading axis
     is a row axis); results have shape [H] and ``out_dtype`` (default: the
-    input dtype). ``ub_bytes`` is the unified buffer per core (192 KiB on
-    Atlas A2/A3), ``num_cores`` the vector cores launched.
+    input dtype). ``ub_bytes`` is the unified buffer per core (default: that
+    of ``npu_arch``, 192 KiB on Atlas A2/A3), ``num_cores`` the cores
+    launched, ``npu_arch`` the architecture planned and emulated (see
+    :func:`run`).
     """
     r = run(
         res_for_gamma,
@@ -181,6 +204,7 @@ def layer_norm_grad_beta(
         out_dtype=out_dtype,
         tmp_buffer=tmp_buffer,
         is_reuse_source=is_reuse_source,
+        npu_arch=npu_arch,
     )
     return r.pd_gamma, r.pd_beta
 
@@ -196,6 +220,7 @@ def run_kernel(
     combine_block_dim: int,
     ub_bytes: int = DEFAULT_UB_BYTES,
     reverse_core_order: bool = False,
+    npu_arch: _tiling_mod.NpuArch = "dav-2201",
 ) -> tuple[np.ndarray, np.ndarray, dict[str, int], dict[str, int]]:
     """Launches both kernels on already padded [rows, H] inputs with the given
     tiling bytes, as the NPU launcher would. Returns the [H] results and the
@@ -221,6 +246,7 @@ def run_kernel(
         combine_block_dim,
         ub_bytes,
         reverse_core_order,
+        _arch_number(fn, npu_arch),
     )
     return np.frombuffer(g, out_dt).copy(), np.frombuffer(b, out_dt).copy(), s1, s2
 
@@ -233,13 +259,19 @@ def layer_norm_grad_beta_api(
     stack_buffer_bytes: int,
     is_reuse_source: bool = False,
     ub_bytes: int = DEFAULT_UB_BYTES,
+    npu_arch: _tiling_mod.NpuArch = "dav-2201",
 ) -> tuple[np.ndarray, np.ndarray]:
     """One emulated ``AscendC::LayerNormGradBeta`` call on one core.
 
     The inputs ([B, S, H] with H already 32-byte aligned) and both outputs
     live in the unified buffer; the call gets ``tiling`` and a shared
     temporary buffer of ``stack_buffer_bytes``. Results are in the input
-    dtype, as the API returns them.
+    dtype, as the API returns them. ``npu_arch`` picks the implementation:
+    CANN's common one (dav-2002, dav-2201), which walks the call in chunks
+    of ``one_cal_size`` through the buffer with ``original_h_length`` as row
+    stride, or its 3510 one (dav-3510), which sums ``bs_length`` rows
+    strided by ``h_length`` in place, ignores the buffer, and faults above
+    65535 rows (its uint16_t row counter would never reach the end).
     """
     fn = "ascend_emu.layer_norm_grad_beta_api"
     res2, dy2 = _as_rows(fn, res_for_gamma, dy)
@@ -254,5 +286,6 @@ def layer_norm_grad_beta_api(
         int(stack_buffer_bytes),
         [int(w) for w in tiling.to_array()],
         ub_bytes,
+        _arch_number(fn, npu_arch),
     )
     return np.frombuffer(g, dt).copy(), np.frombuffer(b, dt).copy()

@@ -2,7 +2,10 @@
 
 `jax.export` refuses custom calls whose targets carry no compatibility
 guarantee unless told otherwise, and our kernels are such custom calls. The
-names to allow are the FFI targets the compiled extension registers:
+names to allow are every target any of our lowerings may emit, for every
+platform: the CPU handlers of the compiled extension and the Ascend NPU
+kernel (`jax_lngb.ascend.FFI_TARGET`), so one list serves
+`platforms=["cpu"]`, `["ascend"]` and `["cpu", "ascend"]` alike:
 
     exp = jax.export.export(jax.jit(step), disabled_checks=jax_lngb.export.disabled_safety_checks())(*specs)
     # or, the same:
@@ -14,11 +17,19 @@ names to allow are the FFI targets the compiled extension registers:
     jax.export.deserialize(blob).call(*args)
 
 Symbolic shapes work (e.g. `jax.export.symbolic_shape("b")` for the batch):
-the kernels read every size from their buffers, never from attributes.
+the CPU kernels read every size from their buffers, never from attributes.
+(The Ascend lowering needs concrete shapes: with symbolic ones it keeps the
+portable jax.numpy form.)
+
+Exporting for Ascend needs JAX to know the platform: on a machine without
+the Ascend PJRT plugin call `jax_lngb.ascend.register_platform("ascend")`
+first (see `jax_lngb.ascend`), or the export silently holds the jax.numpy
+reduction instead of the AscendC kernel.
 
 What allowing them means: a serialized artifact names our targets and
-passes them buffers only (no attributes), so it runs in any process that
-imported a jax_lngb registering the same targets with the same buffer
+passes the CPU ones buffers only (no attributes; the Ascend one also gets
+its launch plan as attributes and a tiling constant), so it runs in any
+process that imported a jax_lngb registering the same targets with the same
 contract; the safe assumption is the same package version.
 
 A module exported for more than one device has no custom calls of ours at
@@ -40,8 +51,11 @@ __all__ = ["custom_call_targets", "disabled_safety_checks", "export"]
 
 
 def custom_call_targets() -> tuple[str, ...]:
-    """Every custom-call target this package's lowerings may emit, sorted."""
-    return _native.register_cpu_targets()
+    """Every custom-call target this package's lowerings may emit, on any
+    platform (CPU handlers and the Ascend NPU kernel), sorted."""
+    from . import ascend  # imported here: the package imports this module first
+
+    return tuple(sorted({*_native.register_cpu_targets(), ascend.FFI_TARGET}))
 
 
 def disabled_safety_checks() -> list[_jax_export.DisabledSafetyCheck]:

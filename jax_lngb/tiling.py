@@ -40,13 +40,16 @@ except ImportError as e:  # pragma: no cover - depends on how it was installed
     ) from e
 
 __all__ = [
+    "MAX_ROWS_PER_CALL_3510",
     "GradBetaKernelPlan",
     "LayerNormGradBetaTiling",
+    "NpuArchDefaults",
     "LayerNormGradTiling",
     "get_layer_norm_grad_beta_max_min_tmp_size",
     "get_layer_norm_grad_beta_nd_tiling_info",
     "get_layer_norm_grad_max_min_tmp_size",
     "get_layer_norm_grad_nd_tiling_info",
+    "npu_arch_defaults",
     "plan_layer_norm_grad_beta_kernel",
 ]
 
@@ -268,7 +271,9 @@ class GradBetaKernelPlan:
     call each, with tiling ``api_tile``; the last tile uses ``api_last``),
     consecutive tiles into ``num_groups`` groups whose float32 partials go to
     a workspace, and a second kernel adds the partials in group order. Only
-    ``block_dim`` depends on the core count, so results do not.
+    ``block_dim`` depends on the core count, so results do not. ``npu_arch``
+    is the architecture planned for (which LayerNormGradBeta implementation
+    runs the tiles; see :func:`npu_arch_defaults`).
     """
 
     rows: int
@@ -290,6 +295,7 @@ class GradBetaKernelPlan:
     workspace_bytes: int
     ub_bytes_used: int
     combine_ub_bytes_used: int
+    npu_arch: str
     tiling_bytes: bytes = dataclasses.field(repr=False)
 
     def to_bytes(self) -> bytes:
@@ -316,6 +322,41 @@ _PLAN_HEAD = (
 )
 
 
+MAX_ROWS_PER_CALL_3510: int = int(_tiling.MAX_ROWS_PER_CALL_3510)
+"""Most rows one LayerNormGradBeta call may get on the 3510 implementation
+(it counts rows in a uint16_t; a larger call never ends)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NpuArchDefaults:
+    """What planning needs to know about an NPU architecture.
+
+    ``ub_bytes``: unified buffer a TPipe may use on one core (CANN's
+    TOTAL_UB_SIZE; on dav-3510 less the 8 KiB reserved on vector cores).
+    ``num_cores``: the default bound on ``block_dim``, which counts
+    ``block`` ("vector cores" for the AIV_ONLY kernels of dav-2201 and
+    dav-3510, "AI cores" for the AICORE kernels of dav-2002).
+    ``grad_beta_3510``: LayerNormGradBeta is CANN's 3510 implementation
+    (sharedTmpBuffer, oneCalSize and originalHLength unused, rows strided by
+    hLength, at most :data:`MAX_ROWS_PER_CALL_3510` rows a call) rather than
+    the common one (chunks of oneCalSize through sharedTmpBuffer, rows
+    strided by originalHLength).
+    """
+
+    npu_arch: str
+    ub_bytes: int
+    num_cores: int
+    block: str
+    grad_beta_3510: bool
+
+
+def npu_arch_defaults(npu_arch: NpuArch = "dav-2201") -> NpuArchDefaults:
+    """The planning facts of ``npu_arch`` ("dav-2002", "dav-2201" or "dav-3510")."""
+    fn = "npu_arch_defaults"
+    d = _tiling.npu_arch_defaults(_arch(fn, npu_arch))
+    return NpuArchDefaults(npu_arch=npu_arch, **d)
+
+
 def plan_layer_norm_grad_beta_kernel(
     rows: int,
     h: int,
@@ -327,14 +368,18 @@ def plan_layer_norm_grad_beta_kernel(
     num_cores: int = 8,
     tmp_buffer: Literal["auto", "min", "max"] | int = "auto",
     is_reuse_source: bool = False,
+    npu_arch: NpuArch = "dav-2201",
 ) -> GradBetaKernelPlan:
     """Plans the Ascend kernels for ``rows`` rows of storage width ``h``.
 
     ``h * type_size`` must be a multiple of 32 bytes for input and output
     (pad H with zeros). ``tmp_buffer`` sizes LayerNormGradBeta's shared
     temporary buffer: ``"min"``/``"max"`` are CANN's bounds for one tile,
-    ``"auto"`` the smallest that lets one call finish in a single pass, an
-    int an exact byte count.
+    ``"auto"`` the smallest that lets one call finish in a single pass (the
+    minimum where the 3510 implementation ignores the buffer), an int an
+    exact byte count. ``npu_arch`` picks the LayerNormGradBeta
+    implementation the tiles must suit (:func:`npu_arch_defaults`); the
+    defaults of ``ub_bytes`` and ``num_cores`` stay those of dav-2201.
     """
     fn = "plan_layer_norm_grad_beta_kernel"
     if isinstance(tmp_buffer, str):
@@ -353,6 +398,7 @@ def plan_layer_norm_grad_beta_kernel(
         tmp_policy=policy,
         tmp_bytes=tmp_bytes,
         is_reuse_source=_bool(fn, "is_reuse_source", is_reuse_source),
+        npu_arch=_arch(fn, npu_arch),
     )
     data = d["tiling"]
     words = struct.unpack(f"<{len(data) // 4}I", data)
@@ -369,5 +415,6 @@ def plan_layer_norm_grad_beta_kernel(
         workspace_bytes=d["workspace_bytes"],
         ub_bytes_used=d["ub_bytes_used"],
         combine_ub_bytes_used=d["combine_ub_bytes_used"],
+        npu_arch=npu_arch,
         tiling_bytes=data,
     )

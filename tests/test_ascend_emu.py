@@ -1,7 +1,10 @@
 """The AscendC kernel source run on the CPU emulation (jax_lngb.ascend_emu):
 against float64 NumPy, against an exact NumPy model of its float32
 association, over dtypes, tails, padded H, 1 to 8 cores, buffer sizes and
-isReuseSource; and the emulation's hardware rules (faults)."""
+isReuseSource, each on both of CANN's LayerNormGradBeta implementations (the
+common one of dav-2002/dav-2201 and the one of dav-3510, which the plan must
+never hand a call it mishandles); and the emulation's hardware rules
+(faults)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,15 @@ from jax_lngb import ascend_emu, tiling
 from jax_lngb.grad_beta import layer_norm_grad_beta_ref
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+
+# One architecture per LayerNormGradBeta implementation: common, 3510.
+IMPLS = ["dav-2201", "dav-3510"]
+
+
+@pytest.fixture(params=IMPLS)
+def arch(request) -> str:
+    """The architecture planned for and emulated (its LayerNormGradBeta)."""
+    return request.param
 
 # ------------------------------------------------------------------ models
 
@@ -77,9 +89,9 @@ def bits(a):
 
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("cores", [1, 3, 8])
-def test_worked_example_of_the_documentation(dtype, cores):
+def test_worked_example_of_the_documentation(dtype, cores, arch):
     x = np.arange(64, dtype=np.float32).reshape(1, 8, 8).astype(dtype)
-    g, b = ascend_emu.layer_norm_grad_beta(x, x, num_cores=cores)
+    g, b = ascend_emu.layer_norm_grad_beta(x, x, num_cores=cores, npu_arch=arch)
     assert g.dtype == dtype and b.dtype == dtype
     expect_g = np.array([8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488], np.float64)
     expect_b = np.array([224, 232, 240, 248, 256, 264, 272, 280], np.float64)
@@ -103,10 +115,11 @@ SHAPES = [
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("cores", [1, 2, 5, 8])
-def test_matches_float64_and_the_exact_model(rng, dtype, shape, cores):
+def test_matches_float64_and_the_exact_model(rng, dtype, shape, cores, arch):
     res = random_array(rng, shape, dtype)
     dy = random_array(rng, shape, dtype)
-    run = ascend_emu.run(res, dy, num_cores=cores, ub_bytes=16384)
+    run = ascend_emu.run(res, dy, num_cores=cores, ub_bytes=16384, npu_arch=arch)
+    assert run.plan.npu_arch == arch
     assert run.pd_gamma.shape == (shape[-1],) and run.pd_gamma.dtype == dtype
     check_against_float64(res, dy, run.pd_gamma, run.pd_beta, dtype, f"{dtype.name} {shape} cores={cores}")
     mg, mb = kernel_model(res, dy, run.plan, dtype)
@@ -115,11 +128,11 @@ def test_matches_float64_and_the_exact_model(rng, dtype, shape, cores):
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
-def test_bits_do_not_depend_on_cores_or_their_order(rng, dtype):
+def test_bits_do_not_depend_on_cores_or_their_order(rng, dtype, arch):
     res = random_array(rng, (5, 333, 48), dtype)
     dy = random_array(rng, (5, 333, 48), dtype)
     runs = [
-        ascend_emu.run(res, dy, num_cores=n, ub_bytes=8192, reverse_core_order=rev)
+        ascend_emu.run(res, dy, num_cores=n, ub_bytes=8192, reverse_core_order=rev, npu_arch=arch)
         for n in range(1, 9)
         for rev in (False, True)
     ]
@@ -133,11 +146,11 @@ def test_bits_do_not_depend_on_cores_or_their_order(rng, dtype):
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("tmp", ["min", "max", "auto", 4096])
 @pytest.mark.parametrize("ub", [8192, 65536, 196608])
-def test_buffer_sizes(rng, dtype, tmp, ub):
+def test_buffer_sizes(rng, dtype, tmp, ub, arch):
     shape = (3, 211, 64)
     res = random_array(rng, shape, dtype)
     dy = random_array(rng, shape, dtype)
-    run = ascend_emu.run(res, dy, num_cores=4, ub_bytes=ub, tmp_buffer=tmp)
+    run = ascend_emu.run(res, dy, num_cores=4, ub_bytes=ub, tmp_buffer=tmp, npu_arch=arch)
     p = run.plan
     if tmp == "min":
         assert p.stack_buffer_bytes == 2 * 64 * 4  # CANN's float minimum for H = 64
@@ -152,12 +165,12 @@ def test_buffer_sizes(rng, dtype, tmp, ub):
     assert run.partials_stats["api_calls"] == p.num_tiles
 
 
-def test_is_reuse_source_for_float_and_rejected_for_half(rng):
+def test_is_reuse_source_for_float_and_rejected_for_half(rng, arch):
     shape = (2, 150, 32)
     res = random_array(rng, shape, F32)
     dy = random_array(rng, shape, F32)
-    a = ascend_emu.run(res, dy, ub_bytes=16384, tmp_buffer="min", is_reuse_source=False)
-    b = ascend_emu.run(res, dy, ub_bytes=16384, tmp_buffer="min", is_reuse_source=True)
+    a = ascend_emu.run(res, dy, ub_bytes=16384, tmp_buffer="min", is_reuse_source=False, npu_arch=arch)
+    b = ascend_emu.run(res, dy, ub_bytes=16384, tmp_buffer="min", is_reuse_source=True, npu_arch=arch)
     assert b.plan.is_reuse_source and not a.plan.is_reuse_source
     assert b.plan.api_tile.loop_round > 1  # the products overwrite the tile chunk by chunk
     np.testing.assert_array_equal(bits(a.pd_gamma), bits(b.pd_gamma))
@@ -166,54 +179,54 @@ def test_is_reuse_source_for_float_and_rejected_for_half(rng):
         ascend_emu.run(res.astype(F16), dy.astype(F16), is_reuse_source=True)
 
 
-def test_half_inputs_with_float32_results(rng):
+def test_half_inputs_with_float32_results(rng, arch):
     shape = (4, 250, 24)
     res = random_array(rng, shape, F16, scale=30.0)
     dy = random_array(rng, shape, F16, scale=30.0)
-    run = ascend_emu.run(res, dy, out_dtype=np.float32, ub_bytes=16384)
+    run = ascend_emu.run(res, dy, out_dtype=np.float32, ub_bytes=16384, npu_arch=arch)
     assert run.pd_gamma.dtype == F32
     mg, mb = kernel_model(res, dy, run.plan, np.float32)
     np.testing.assert_array_equal(bits(run.pd_gamma), bits(mg))
     np.testing.assert_array_equal(bits(run.pd_beta), bits(mb))
     # narrowing once gives the half results
-    h = ascend_emu.run(res, dy, ub_bytes=16384)
+    h = ascend_emu.run(res, dy, ub_bytes=16384, npu_arch=arch)
     np.testing.assert_array_equal(bits(h.pd_gamma), bits(run.pd_gamma.astype(F16)))
 
 
-def test_float_inputs_with_half_results(rng):
+def test_float_inputs_with_half_results(rng, arch):
     res = random_array(rng, (2, 40, 16), F32)
     dy = random_array(rng, (2, 40, 16), F32)
-    run = ascend_emu.run(res, dy, out_dtype=np.float16)
-    full = ascend_emu.run(res, dy)
+    run = ascend_emu.run(res, dy, out_dtype=np.float16, npu_arch=arch)
+    full = ascend_emu.run(res, dy, npu_arch=arch)
     np.testing.assert_array_equal(bits(run.pd_gamma), bits(full.pd_gamma.astype(F16)))
 
 
-def test_wide_rows_single_buffered(rng):
+def test_wide_rows_single_buffered(rng, arch):
     shape = (1, 40, 4608)
     res = random_array(rng, shape, F32)
     dy = random_array(rng, shape, F32)
-    run = ascend_emu.run(res, dy, is_reuse_source=True)
+    run = ascend_emu.run(res, dy, ub_bytes=196608, is_reuse_source=True, npu_arch=arch)
     assert run.plan.buffer_num == 1 and run.plan.num_tiles > 1
     check_against_float64(res, dy, run.pd_gamma, run.pd_beta, F32, "wide rows")
 
 
-def test_nan_and_inf_propagate(rng):
+def test_nan_and_inf_propagate(rng, arch):
     res = random_array(rng, (3, 20, 16), F32)
     dy = random_array(rng, (3, 20, 16), F32)
     dy[1, 7, 3] = np.nan
     res[2, 0, 5] = np.inf
-    g, b = ascend_emu.layer_norm_grad_beta(res, dy, num_cores=4, ub_bytes=8192)
+    g, b = ascend_emu.layer_norm_grad_beta(res, dy, num_cores=4, ub_bytes=8192, npu_arch=arch)
     assert np.isnan(g[3]) and np.isnan(b[3])
     assert np.isinf(g[5]) and np.isfinite(b[5])
     others = np.setdiff1d(np.arange(16), [3, 5])
     assert np.all(np.isfinite(g[others])) and np.all(np.isfinite(b[others]))
 
 
-def test_counters_show_the_data_flow(rng):
+def test_counters_show_the_data_flow(rng, arch):
     shape, dtype = (2, 500, 40), F16
     res = random_array(rng, shape, dtype)
     dy = random_array(rng, shape, dtype)
-    run = ascend_emu.run(res, dy, num_cores=6, ub_bytes=16384)
+    run = ascend_emu.run(res, dy, num_cores=6, ub_bytes=16384, npu_arch=arch)
     p, s1, s2 = run.plan, run.partials_stats, run.combine_stats
     hp = p.h_length
     assert hp == 48
@@ -347,7 +360,7 @@ def test_emulation_selftest_control_case_passes():
 
 @pytest.mark.parametrize("dtype, ts", [(F32, 4), (F16, 2)])
 @pytest.mark.parametrize("which", ["min", "mid", "max"])
-def test_api_call_matches_cann_semantics(rng, dtype, ts, which):
+def test_api_call_matches_cann_semantics(rng, dtype, ts, which, arch):
     shape = (1, 21, 32)
     res = random_array(rng, shape, dtype)
     dy = random_array(rng, shape, dtype)
@@ -356,7 +369,7 @@ def test_api_call_matches_cann_semantics(rng, dtype, ts, which):
     t = tiling.get_layer_norm_grad_beta_nd_tiling_info(shape, stack, ts)
     if which == "min":  # several passes over the input; for float (2 rows a pass) a tail row
         assert t.loop_round > 1 and (t.input_tail_size > 0) == (ts == 4)
-    g, b = ascend_emu.layer_norm_grad_beta_api(res, dy, t, stack_buffer_bytes=stack)
+    g, b = ascend_emu.layer_norm_grad_beta_api(res, dy, t, stack_buffer_bytes=stack, npu_arch=arch)
     assert g.dtype == dtype
     # fp32 products, rows in row order, one rounding to the input dtype
     r32, d32 = res.reshape(-1, 32).astype(np.float32), dy.reshape(-1, 32).astype(np.float32)
@@ -365,11 +378,13 @@ def test_api_call_matches_cann_semantics(rng, dtype, ts, which):
     np.testing.assert_array_equal(bits(b), bits(mb.astype(dtype)))
 
 
-def test_api_worked_example_and_reuse():
+def test_api_worked_example_and_reuse(arch):
     x = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
     for reuse in (False, True):
         t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, 8, 8), 64, 4, reuse)
-        g, b = ascend_emu.layer_norm_grad_beta_api(x, x, t, stack_buffer_bytes=64, is_reuse_source=reuse)
+        g, b = ascend_emu.layer_norm_grad_beta_api(
+            x, x, t, stack_buffer_bytes=64, is_reuse_source=reuse, npu_arch=arch
+        )
         np.testing.assert_array_equal(g, [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488])
         np.testing.assert_array_equal(b, [224, 232, 240, 248, 256, 264, 272, 280])
     with pytest.raises(ValueError, match="not supported for half"):
@@ -392,3 +407,113 @@ def test_api_with_original_h_below_storage_h_breaks_alignment():
     t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, 4, 16, 13), 4096, 4)
     with pytest.raises(ascend_emu.KernelFault, match="not 32-byte aligned"):
         ascend_emu.layer_norm_grad_beta_api(x, x, t, stack_buffer_bytes=4096)
+
+
+# ---------------------------- the 3510 implementation, and what it needs
+
+
+def test_api_3510_ignores_the_buffer_and_strides_rows_by_h_length(rng):
+    # The same padded call that breaks the common implementation (above):
+    # the 3510 one strides rows by hLength and sums every stored column,
+    # and never looks at sharedTmpBuffer, so even a 32-byte one is enough.
+    res = random_array(rng, (1, 4, 16), F32)
+    dy = random_array(rng, (1, 4, 16), F32)
+    t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, 4, 16, 13), 4096, 4)
+    g, b = ascend_emu.layer_norm_grad_beta_api(res, dy, t, stack_buffer_bytes=32, npu_arch="dav-3510")
+    mg, mb = tile_sums(res[0] * dy[0], dy[0], 0, 4)
+    np.testing.assert_array_equal(bits(g), bits(mg))
+    np.testing.assert_array_equal(bits(b), bits(mb))
+    with pytest.raises(ascend_emu.KernelFault, match="sharedTmpBuffer holds 8 fp32 slots"):
+        ascend_emu.layer_norm_grad_beta_api(res, dy, t, stack_buffer_bytes=32, npu_arch="dav-2201")
+
+
+def test_api_3510_saturates_half_results(rng):
+    # Its fp32 -> half store saturates (CastTrait SatMode::SAT); the common
+    # implementation's Cast overflows to infinity.
+    x = np.full((1, 4, 16), 200.0, F16)  # each product 40000: four of them pass 65504
+    t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, 4, 16), 1024, 2)
+    g3510, b3510 = ascend_emu.layer_norm_grad_beta_api(x, x, t, stack_buffer_bytes=1024, npu_arch="dav-3510")
+    g_common, b_common = ascend_emu.layer_norm_grad_beta_api(x, x, t, stack_buffer_bytes=1024)
+    np.testing.assert_array_equal(g3510, np.full(16, 65504.0, F16))
+    assert np.all(np.isposinf(g_common))
+    np.testing.assert_array_equal(b3510, np.full(16, 800.0, F16))
+    np.testing.assert_array_equal(b_common, b3510)
+
+
+def test_api_3510_row_counter_limit():
+    # Rows are counted in a uint16_t: 65535 rows work, 65536 would never end.
+    limit = tiling.MAX_ROWS_PER_CALL_3510
+    assert limit == 65535
+    for rows, ok in [(limit, True), (limit + 1, False)]:
+        x = np.ones((1, rows, 8), F32)
+        t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, rows, 8), 64, 4)
+        call = lambda: ascend_emu.layer_norm_grad_beta_api(  # noqa: E731
+            x, x, t, stack_buffer_bytes=64, ub_bytes=2 * rows * 8 * 4 + 4096, npu_arch="dav-3510"
+        )
+        if ok:
+            g, b = call()
+            np.testing.assert_array_equal(b, np.full(8, rows, F32))
+        else:
+            with pytest.raises(ascend_emu.KernelFault, match="counts rows in a uint16_t"):
+                call()
+
+
+def test_plan_keeps_3510_calls_within_its_row_counter(rng):
+    # A unified buffer large enough for more than 65535 rows a call: the
+    # dav-2201 plan uses it, the dav-3510 plan stops at 65535 rows, and only
+    # the latter runs on the 3510 implementation.
+    rows, h, ub = 70000, 8, 1 << 24
+    res = random_array(rng, (rows, h), F32)
+    dy = random_array(rng, (rows, h), F32)
+    p2201 = tiling.plan_layer_norm_grad_beta_kernel(rows, h, in_type_size=4, ub_bytes=ub, num_cores=2)
+    assert p2201.tile_rows == rows and p2201.api_tile.bs_length == rows
+    run = ascend_emu.run(res, dy, num_cores=2, ub_bytes=ub, npu_arch="dav-3510")
+    assert run.plan.tile_rows == tiling.MAX_ROWS_PER_CALL_3510 and run.plan.num_tiles == 2
+    assert max(run.plan.api_tile.bs_length, run.plan.api_last.bs_length) <= tiling.MAX_ROWS_PER_CALL_3510
+    check_against_float64(res, dy, run.pd_gamma, run.pd_beta, F32, "3510 row cap")
+    mg, mb = kernel_model(res, dy, run.plan, F32)
+    np.testing.assert_array_equal(bits(run.pd_gamma), bits(mg))
+    with pytest.raises(ascend_emu.KernelFault, match="counts rows in a uint16_t"):
+        ascend_emu.run_kernel(
+            res, dy, p2201.to_bytes(), out_dtype=F32, workspace_bytes=p2201.workspace_bytes,
+            block_dim=p2201.block_dim, combine_block_dim=p2201.combine_block_dim, ub_bytes=ub,
+            npu_arch="dav-3510",
+        )
+    # ... while the common implementation takes the big call
+    g, _, _, _ = ascend_emu.run_kernel(
+        res, dy, p2201.to_bytes(), out_dtype=F32, workspace_bytes=p2201.workspace_bytes,
+        block_dim=p2201.block_dim, combine_block_dim=p2201.combine_block_dim, ub_bytes=ub,
+    )
+    np.testing.assert_array_equal(bits(g), bits(kernel_model(res, dy, p2201, F32)[0]))
+
+
+@pytest.mark.parametrize("npu_arch", ["dav-2002", "dav-2201", "dav-3510"])
+def test_padded_h_is_the_row_stride_of_every_call(rng, npu_arch):
+    # H = 13 is stored as 16 columns: both calls' tilings stride rows by 16
+    # (hLength == originalHLength == storage H), whichever implementation
+    # reads which field; the real H only decides the slice.
+    res = random_array(rng, (3, 50, 13), F32)
+    dy = random_array(rng, (3, 50, 13), F32)
+    run = ascend_emu.run(res, dy, num_cores=3, ub_bytes=4096, npu_arch=npu_arch)
+    for t in (run.plan.api_tile, run.plan.api_last):
+        assert t.h_length == t.original_h_length == run.plan.h_length == 16
+    assert run.plan.num_tiles > 1
+    check_against_float64(res, dy, run.pd_gamma, run.pd_beta, F32, npu_arch)
+
+
+def test_dav_2002_defaults_are_its_ai_cores_and_unified_buffer(rng):
+    d = tiling.npu_arch_defaults("dav-2002")
+    assert (d.ub_bytes, d.num_cores, d.block, d.grad_beta_3510) == (262144, 8, "AI cores", False)
+    res = random_array(rng, (4, 2000, 64), F16)
+    dy = random_array(rng, (4, 2000, 64), F16)
+    run = ascend_emu.run(res, dy, num_cores=d.num_cores, npu_arch="dav-2002")  # UB: the arch's default
+    # the plan filled dav-2002's 256 KiB, more than a dav-2201 core has
+    assert 196608 < run.partials_stats["ub_peak_bytes"] == run.plan.ub_bytes_used <= 262144
+    assert run.partials_stats["block_dim"] == 8
+    check_against_float64(res, dy, run.pd_gamma, run.pd_beta, F16, "dav-2002")
+
+
+def test_unknown_architecture_is_rejected():
+    x = np.ones((2, 8), F32)
+    with pytest.raises(ValueError, match="npu_arch must be 'dav-2002', 'dav-2201' or 'dav-3510'.*got 'dav-9999'"):
+        ascend_emu.run(x, x, npu_arch="dav-9999")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import run_python
-from jax_lngb import ascend
+from jax_lngb import ascend, tiling
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,6 +208,78 @@ done(platforms=again.platforms, text=ex.mlir_module(),
     assert out["same"] and out["err"] < 1e-4
 
 
+def test_register_platform_lets_a_cpu_machine_export_the_ascend_kernel():
+    # No plugin, no hand-made stand-in: only the documented call.
+    out = child(
+        r"""
+import jax_lngb
+spec = jax.ShapeDtypeStruct((4, 100, 64), jnp.float32)
+f = jax.jit(jax_lngb.layer_norm_grad_beta)
+known_before = xla_bridge.is_known_platform("ascend")
+before = jax_lngb.export.export(f, platforms=["ascend"])(spec, spec).mlir_module()
+jax_lngb.ascend.register_platform("ascend")
+jax_lngb.ascend.register_platform("ascend")  # idempotent
+only = jax_lngb.export.export(f, platforms=["ascend"])(spec, spec)  # the same jitted f
+both = jax_lngb.export.export(f, platforms=["cpu", "ascend"])(spec, spec)
+again = export.deserialize(both.serialize())
+rng = np.random.default_rng(1)
+a = rng.standard_normal((4, 100, 64)).astype(np.float32)
+b = rng.standard_normal((4, 100, 64)).astype(np.float32)
+g, bt = again.call(a, b)
+g0, b0 = f(a, b)
+try:
+    jax.devices("ascend")
+    devices_error = None
+except Exception as e:
+    devices_error = str(e)
+done(known_before=known_before, before=before, only=only.mlir_module(), both=both.mlir_module(),
+     platforms=list(again.platforms), registered=jax_lngb.ascend.registered_platforms(),
+     same=bool(np.array_equal(np.asarray(g), np.asarray(g0)) and np.array_equal(np.asarray(bt), np.asarray(b0))),
+     err=float(np.abs(np.asarray(g, np.float64) - (a.astype(np.float64) * b).sum((0, 1))).max()),
+     cpu=[d.platform for d in jax.devices()], devices_error=devices_error)
+"""
+    )
+    # Without it JAX does not know the platform and the export silently
+    # holds the portable reduction: the pitfall register_platform removes.
+    assert not out["known_before"]
+    assert "jax_lngb_ascend" not in out["before"] and "stablehlo.reduce" in out["before"]
+    m = ascend_custom_call(out["only"])
+    assert m.group("ins").replace(" ", "") == "tensor<4x100x64xf32>,tensor<4x100x64xf32>,tensor<56xui32>"
+    ascend_custom_call(out["both"])
+    assert "custom_call @jax_lngb_layer_norm_grad_beta(" in out["both"]
+    assert out["platforms"] == ["cpu", "ascend"] and out["registered"] == ["ascend"]
+    assert out["same"] and out["err"] < 1e-4  # the cpu+ascend artifact runs here
+    assert out["cpu"] == ["cpu"]  # the stand-in never becomes a device
+    assert out["devices_error"] and "ascend" in out["devices_error"]
+
+
+def test_register_platform_checks_its_argument():
+    with pytest.raises(TypeError, match="platform must be a non-empty string; got 3"):
+        ascend.register_platform(3)
+    with pytest.raises(ValueError, match="'cpu' is not an Ascend platform"):
+        ascend.register_platform("cpu")
+
+
+@pytest.mark.parametrize(
+    "arch, ub, cores, block",
+    [("dav-2201", 196608, 40, "vector cores"), ("dav-3510", 245760, 40, "vector cores"),
+     ("dav-2002", 262144, 8, "AI cores")],
+)
+def test_the_plan_follows_the_npu_architecture(monkeypatch, arch, ub, cores, block):
+    monkeypatch.setenv(ascend.ARCH_ENV, arch)
+    assert ascend.npu_arch() == arch
+    hp, plan = ascend.plan_for((64, 4096, 64), np.float16, np.float16)
+    assert plan.npu_arch == arch and hp == 64
+    assert plan.ub_bytes_used <= ub and plan.num_groups > cores
+    assert plan.block_dim == cores  # the unit block_dim counts there: "vector cores" / "AI cores"
+    assert tiling.npu_arch_defaults(arch).block == block
+    monkeypatch.setenv(ascend.ARCH_ENV, "dav-1001")
+    with pytest.raises(ValueError, match="npu_arch must be 'dav-2002', 'dav-2201' or 'dav-3510'"):
+        ascend.npu_arch()
+    monkeypatch.delenv(ascend.ARCH_ENV)
+    assert ascend.npu_arch() == "dav-2201"  # no NPU handler built here to say otherwise
+
+
 def test_nothing_is_registered_for_an_unknown_platform():
     assert "ascend" not in ascend.registered_platforms()
     assert ascend.register("no_such_platform") == ()
@@ -253,7 +325,8 @@ mlir.register_lowering(layer_norm_grad_beta_local_p, ascend._lowering, platform=
 """
 
 
-def test_lowering_and_handler_run_the_emulated_kernel_through_xla():
+@pytest.mark.parametrize("arch", ["dav-2201", "dav-3510"])
+def test_lowering_and_handler_run_the_emulated_kernel_through_xla(arch):
     out = child(
         E2E
         + r"""
@@ -267,16 +340,19 @@ for dt, shape, out_dt in [(np.float32, (3, 70, 20), None), (np.float16, (2, 300,
     assert "jax_lngb_ascend_layer_norm_grad_beta" in f.lower(a, b).as_text()
     g, bt = f(a, b)
     hp, plan = ascend.plan_for(shape, dt, out_dt or dt)
-    eg, eb = ascend_emu.layer_norm_grad_beta(a, b, num_cores=ascend.DEFAULT_NUM_CORES,
-                                             ub_bytes=ascend.DEFAULT_UB_BYTES, out_dtype=out_dt,
-                                             is_reuse_source=plan.is_reuse_source)
+    arch = ascend.npu_arch()
+    assert plan.npu_arch == arch
+    d = jax_lngb.tiling.npu_arch_defaults(arch)
+    eg, eb = ascend_emu.layer_norm_grad_beta(a, b, num_cores=d.num_cores, ub_bytes=d.ub_bytes, out_dtype=out_dt,
+                                             is_reuse_source=plan.is_reuse_source, npu_arch=arch)
     ref = (a.astype(np.float64) * b).reshape(-1, shape[-1]).sum(0)
     res[str(shape)] = dict(
         dtype=str(np.asarray(g).dtype),
         same=bool(np.array_equal(np.asarray(g), eg) and np.array_equal(np.asarray(bt), eb)),
         rel=float(np.abs(np.asarray(g, np.float64) - ref).max() / np.abs(ref).max()))
 done(**res)
-"""
+""",
+        env={"JAX_LNGB_ASCEND_ARCH": arch},
     )
     assert out["(3, 70, 20)"]["dtype"] == "float32" and out["(3, 70, 20)"]["rel"] < 1e-5
     assert out["(2, 300, 40)"]["dtype"] == "float16" and out["(2, 300, 40)"]["rel"] < 2e-3

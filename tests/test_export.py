@@ -1,6 +1,7 @@
 """`jax.export` of jitted training steps that run our kernels: the custom-call
 targets to allow, serialization round trips (here and in a fresh process),
-symbolic batch sizes, several platforms, and multi-device exports."""
+symbolic batch sizes, several platforms (Ascend included, from this CPU
+machine), and multi-device exports."""
 
 from __future__ import annotations
 
@@ -72,6 +73,9 @@ def custom_call_names(mlir_text: str) -> set[str]:
 def test_targets_are_the_registered_handlers():
     targets = jax_lngb.export.custom_call_targets()
     assert TARGET in targets and list(targets) == sorted(targets)
+    # every platform's: the Ascend kernel too, though this machine has no NPU
+    assert jax_lngb.ascend.FFI_TARGET in targets
+    assert set(targets) == {*jax_lngb._native.register_cpu_targets(), jax_lngb.ascend.FFI_TARGET}
     checks = jax_lngb.export.disabled_safety_checks()
     assert len(checks) == len(targets)
     assert all(isinstance(c, jax_export.DisabledSafetyCheck) for c in checks)
@@ -124,6 +128,39 @@ def test_export_for_cpu_and_cuda_runs_on_cpu():
     got = jax_export.deserialize(exp.serialize()).call(*args)
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(STEP(*args))):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+ASCEND_EXPORT = r"""
+import json, numpy as np, jax, jax.numpy as jnp
+from jax import export
+import jax_lngb
+jax_lngb.ascend.register_platform("ascend")
+spec = jax.ShapeDtypeStruct((2, 8, 64), jnp.float32)
+f = jax.jit(jax_lngb.layer_norm_grad_beta)
+out = {}
+for name, platforms in (("ascend", ["ascend"]), ("cpu_ascend", ["cpu", "ascend"])):
+    exp = jax_lngb.export.export(f, platforms=platforms)(spec, spec)  # the wrapper: no extra checks
+    blob = exp.serialize()
+    out[name] = sorted(set(__import__("re").findall(r"stablehlo\.custom_call @([\w.]+)", exp.mlir_module())))
+    out[name + "_platforms"] = list(export.deserialize(blob).platforms)
+try:
+    export.export(f, platforms=["ascend"])(spec, spec)
+    out["plain"] = None
+except ValueError as e:
+    out["plain"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_export_for_ascend_and_cpu_plus_ascend():
+    proc = run_python(ASCEND_EXPORT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ascend"] == [jax_lngb.ascend.FFI_TARGET] and got["ascend_platforms"] == ["ascend"]
+    assert got["cpu_ascend"] == sorted([jax_lngb.ascend.FFI_TARGET, TARGET])
+    assert got["cpu_ascend_platforms"] == ["cpu", "ascend"]
+    # what the wrapper allows is needed: plain jax.export refuses the Ascend target
+    assert got["plain"] and jax_lngb.ascend.FFI_TARGET in got["plain"]
 
 
 def test_artifact_runs_in_a_fresh_process(tmp_path):

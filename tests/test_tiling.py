@@ -448,3 +448,56 @@ def test_all_type_size_combinations_plan():
     for ts_in, ts_out in itertools.product([2, 4], [2, 4]):
         p = _plan(33, 48, in_type_size=ts_in, out_type_size=ts_out)
         assert p.rows == 33 and p.h_length == 48
+
+
+# ------------------------------------- per architecture (npu_arch)
+
+
+def test_npu_arch_defaults():
+    got = {a: tiling.npu_arch_defaults(a) for a in ("dav-2002", "dav-2201", "dav-3510")}
+    # CANN's TOTAL_UB_SIZE per architecture (dav-3510: less 8 KiB reserved
+    # on vector cores); block_dim counts AI cores only for dav-2002's
+    # AICORE kernels
+    assert {a: (d.ub_bytes, d.block, d.grad_beta_3510) for a, d in got.items()} == {
+        "dav-2002": (262144, "AI cores", False),
+        "dav-2201": (196608, "vector cores", False),
+        "dav-3510": (245760, "vector cores", True),
+    }
+    assert got["dav-2002"].num_cores == 8 and got["dav-2201"].num_cores == 40
+    with pytest.raises(ValueError, match="npu_arch must be 'dav-2002', 'dav-2201' or 'dav-3510'"):
+        tiling.npu_arch_defaults("dav-2202")
+    with pytest.raises(TypeError, match="npu_arch must be a string"):
+        tiling.npu_arch_defaults(2201)
+
+
+@pytest.mark.parametrize("rows, h, ts", [(200000, 8, 4), (70000, 16, 2), (65536, 8, 4), (1000, 8, 4)])
+def test_plan_never_hands_the_3510_implementation_more_rows_than_its_counter(rows, h, ts):
+    ub = 1 << 25  # room for far more than 65535 rows a call
+    common = _plan(rows, h, in_type_size=ts, ub_bytes=ub, npu_arch="dav-2201")
+    p = _plan(rows, h, in_type_size=ts, ub_bytes=ub, npu_arch="dav-3510")
+    assert common.tile_rows == rows  # the common implementation takes everything in one call
+    assert p.tile_rows == min(rows, tiling.MAX_ROWS_PER_CALL_3510) and p.npu_arch == "dav-3510"
+    for t in (p.api_tile, p.api_last):
+        assert t.bs_length <= tiling.MAX_ROWS_PER_CALL_3510
+        assert t.h_length == t.original_h_length == h  # the padded H is its row stride
+    assert (p.num_tiles - 1) * p.tile_rows + p.last_tile_rows == rows
+
+
+@pytest.mark.parametrize("npu_arch", ["dav-2002", "dav-2201", "dav-3510"])
+@pytest.mark.parametrize("ts", [2, 4])
+def test_plan_strides_every_call_by_the_padded_h(npu_arch, ts):
+    p = _plan(5000, 48, original_h=41, in_type_size=ts, ub_bytes=16384, npu_arch=npu_arch)
+    assert p.num_tiles > 1
+    for t in (p.api_tile, p.api_last):
+        assert (t.h_length, t.original_h_length) == (48, 48)
+
+
+def test_plan_auto_buffer_on_3510_is_the_minimum():
+    # The 3510 implementation never reads sharedTmpBuffer: auto gives it
+    # CANN's minimum, which leaves the UB to rows.
+    common = _plan(100000, 64, ub_bytes=196608, npu_arch="dav-2201")
+    p = _plan(100000, 64, ub_bytes=196608, npu_arch="dav-3510")
+    assert p.stack_buffer_bytes == 2 * 64 * 4 < common.stack_buffer_bytes == common.tile_rows * 64 * 4
+    assert p.tile_rows > common.tile_rows
+    with pytest.raises(ValueError, match="npu_arch must be"):
+        _plan(10, 64, npu_arch="ascend")

@@ -31,13 +31,33 @@ uint64_t stack_bytes_for(const GradBetaPlanRequest& q, uint64_t r, bool reuse) {
     case TmpBufferPolicy::kAuto:
     default:
       // Reused source: the products overwrite it and the buffer is only
-      // checked for size. Otherwise one tile of fp32 products makes
-      // LayerNormGradBeta finish in one pass (loop_round == 1).
-      return reuse ? min_b : std::max(min_b, r * h * 4);
+      // checked for size; the 3510 implementation never reads it.
+      // Otherwise one tile of fp32 products makes LayerNormGradBeta finish
+      // in one pass (loop_round == 1).
+      if (reuse || npu_arch_defaults(q.npu_arch).grad_beta_3510) return min_b;
+      return std::max(min_b, r * h * 4);
   }
 }
 
 }  // namespace
+
+NpuArchDefaults npu_arch_defaults(NpuArch arch) {
+  // UB sizes: TOTAL_UB_SIZE of asc-devkit's kernel_utils_constants.h; on
+  // dav-3510 less the 8 KiB GetRuntimeUBSize() reserves on vector cores.
+  // Core counts: dav-2201 an Atlas A2 with 20 AI cores (40 vector cores);
+  // dav-2002 the Atlas 300I Pro/Duo chip's 8 AI cores (AICORE kernels);
+  // dav-3510 keeps 40. More blocks than cores still run, fewer leave cores
+  // idle; results never depend on it.
+  switch (arch) {
+    case NpuArch::kDav2002:
+      return {262144, 8, "AI cores", false};
+    case NpuArch::kDav3510:
+      return {245760, 40, "vector cores", true};
+    case NpuArch::kDav2201:
+    default:
+      return {196608, 40, "vector cores", false};
+  }
+}
 
 uint64_t partials_ub_bytes(uint64_t tile_rows, uint64_t h, uint64_t in_type_size, uint64_t stack_bytes,
                            uint64_t buffer_num) {
@@ -94,6 +114,8 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
     fail("tmp_bytes must be in [0, 2^32 - 1]; got " + std::to_string(q.tmp_bytes));
 
   const uint64_t rows = uint64_t(q.rows), h = uint64_t(q.h), ub = uint64_t(q.ub_bytes);
+  // Rows one LayerNormGradBeta call may get (see npu_arch_defaults).
+  const uint64_t max_call_rows = npu_arch_defaults(q.npu_arch).grad_beta_3510 ? kMaxRowsPerCall3510 : kU32Max;
   // Half tiles are cast to fp32 copies the kernel owns, so the API may
   // always overwrite them.
   const bool api_reuse = in_ts == 2 || q.is_reuse_source;
@@ -108,7 +130,7 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
     };
     if (!fits(1)) continue;
     const uint64_t per_row = partials_ub_bytes(1, h, in_ts, 0, bn) - partials_ub_bytes(0, h, in_ts, 0, bn);
-    uint64_t lo = 1, hi = std::min<uint64_t>(rows, ub / per_row + 1);  // fits(lo), hi an upper bound
+    uint64_t lo = 1, hi = std::min<uint64_t>({rows, ub / per_row + 1, max_call_rows});  // fits(lo), hi a bound
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo + 1) / 2;
       if (fits(mid)) lo = mid; else hi = mid - 1;
@@ -150,6 +172,15 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
                                                      int64_t(stack), 4, api_reuse);
   } catch (const TilingError& e) {
     fail(std::string("the sharedTmpBuffer does not suit LayerNormGradBeta: ") + e.what());
+  }
+  // What both implementations rely on: rows strided by the padded H
+  // (common: originalHLength, 3510: hLength) and, for 3510, a row count its
+  // uint16_t counter reaches.
+  for (const LayerNormGradBetaTiling* a : {&p.api_tile, &p.api_last}) {
+    if (a->h_length != h || a->original_h_length != h || a->bs_length > max_call_rows)
+      fail("internal error: a LayerNormGradBeta call of " + std::to_string(a->bs_length) + " rows with hLength " +
+           std::to_string(a->h_length) + " / originalHLength " + std::to_string(a->original_h_length) +
+           " for storage H " + std::to_string(h));
   }
   const auto wt = p.api_tile.words(), wl = p.api_last.words();
   std::copy(wt.begin(), wt.end(), t.api_tile);

@@ -13,6 +13,7 @@
 
 #include "tiling/grad_beta_kernel_tiling.h"
 #include "tiling/layer_norm_grad_beta_tiling.h"
+#include "tiling/layer_norm_grad_tiling.h"  // NpuArch
 
 namespace jax_lngb::tiling {
 
@@ -20,11 +21,36 @@ namespace jax_lngb::tiling {
 enum class TmpBufferPolicy {
   kAuto,   // what one call needs for a single pass: the minimum when the
            // source is reused (half is always computed on fp32 copies that
-           // are reused), else one tile of fp32 products
+           // are reused) or the implementation ignores the buffer (3510),
+           // else one tile of fp32 products
   kMin,    // GetLayerNormGradBetaMaxMinTmpSize's minimum
   kMax,    // ... its maximum
   kBytes,  // exactly `tmp_bytes`
 };
+
+// What the plan needs to know about an NPU architecture.
+//
+// LayerNormGradBeta has two implementations in CANN (asc-devkit,
+// impl/adv_api/detail/normalization/layernormgrad/):
+//   common (dav-2002, dav-2201): walks the call's rows in chunks of
+//     oneCalSize elements through sharedTmpBuffer, with originalHLength as
+//     the row stride;
+//   3510 (dav-3510, 5102): ignores sharedTmpBuffer, oneCalSize and
+//     originalHLength, strides rows by hLength and counts them in a
+//     uint16_t (a call with bsLength > 65535 never ends).
+// The plan hands either one only calls it handles: hLength ==
+// originalHLength == the padded H, and at most kMaxRowsPerCall3510 rows per
+// call on the 3510 implementation.
+struct NpuArchDefaults {
+  int64_t ub_bytes;    // unified buffer a TPipe may use on one core
+  int64_t num_cores;   // default upper bound on block_dim
+  const char* block;   // what block_dim counts: "vector cores" or "AI cores"
+  bool grad_beta_3510;  // LayerNormGradBeta is the 3510 implementation
+};
+
+inline constexpr uint32_t kMaxRowsPerCall3510 = 65535;
+
+NpuArchDefaults npu_arch_defaults(NpuArch arch);
 
 struct GradBetaPlanRequest {
   int64_t rows = 0;            // B*S
@@ -37,6 +63,7 @@ struct GradBetaPlanRequest {
   TmpBufferPolicy tmp_policy = TmpBufferPolicy::kAuto;
   int64_t tmp_bytes = 0;       // for kBytes
   bool is_reuse_source = false;  // float only
+  NpuArch npu_arch = NpuArch::kDav2201;  // which LayerNormGradBeta implementation runs the tiles
 };
 
 struct GradBetaKernelPlan {

@@ -58,7 +58,8 @@ NB_MODULE(_tiling, m) {
   m.def(
       "plan_grad_beta_kernel",
       [](int64_t rows, int64_t h, int64_t original_h, int64_t in_ts, int64_t out_ts, int64_t ub_bytes,
-         int64_t num_cores, const std::string& tmp_policy, int64_t tmp_bytes, bool reuse) {
+         int64_t num_cores, const std::string& tmp_policy, int64_t tmp_bytes, bool reuse,
+         const std::string& arch) {
         GradBetaPlanRequest q;
         q.rows = rows;
         q.h = h;
@@ -74,6 +75,7 @@ NB_MODULE(_tiling, m) {
           q.tmp_policy = parse_tmp_policy(tmp_policy);
         }
         q.is_reuse_source = reuse;
+        q.npu_arch = parse_npu_arch(arch, "plan_layer_norm_grad_beta_kernel");
         const GradBetaKernelPlan p = plan_grad_beta_kernel(q);
         nb::dict d;
         d["tiling"] = to_bytes(p.pack());
@@ -86,7 +88,18 @@ NB_MODULE(_tiling, m) {
       },
       nb::arg("rows"), nb::arg("h"), nb::arg("original_h"), nb::arg("in_type_size"),
       nb::arg("out_type_size"), nb::arg("ub_bytes"), nb::arg("num_cores"), nb::arg("tmp_policy"),
-      nb::arg("tmp_bytes"), nb::arg("is_reuse_source"));
+      nb::arg("tmp_bytes"), nb::arg("is_reuse_source"), nb::arg("npu_arch"));
+
+  m.def("npu_arch_defaults", [](const std::string& arch) {
+    const NpuArchDefaults a = npu_arch_defaults(parse_npu_arch(arch, "npu_arch_defaults"));
+    nb::dict d;
+    d["ub_bytes"] = a.ub_bytes;
+    d["num_cores"] = a.num_cores;
+    d["block"] = std::string(a.block);
+    d["grad_beta_3510"] = a.grad_beta_3510;
+    return d;
+  });
+  m.attr("MAX_ROWS_PER_CALL_3510") = kMaxRowsPerCall3510;
 
   m.attr("KERNEL_TILING_WORDS") = jax_lngb_ascend::kGradBetaTilingWords;
   m.attr("MAX_GROUPS") = jax_lngb_ascend::kMaxGroups;

@@ -69,6 +69,15 @@ endif()
 # asc-config.cmake reads the environment variable.
 set(ENV{ASCEND_HOME_PATH} "${_jl_cann_root}")
 set(CMAKE_ASC_ARCHITECTURES "dav-2201" CACHE STRING "NPU architecture: dav-2201 (A2/A3), dav-3510 (950), dav-2002")
+# One architecture per build: the kernels pick their kernel type from
+# __NPU_ARCH__ (AICORE on dav-2002, AIV_ONLY elsewhere), and the lowering
+# plans for the architecture the handler was built for
+# (jax_lngb._ascend.npu_arch()), which fixes block_dim's unit and the UB size.
+if(NOT CMAKE_ASC_ARCHITECTURES MATCHES "^dav-(2002|2201|3510)$")
+  message(FATAL_ERROR
+    "CMAKE_ASC_ARCHITECTURES must be one of dav-2201 (Atlas A2/A3), dav-3510 (Ascend 950PR/950DT) or "
+    "dav-2002 (Atlas inference series, AI Core); got '${CMAKE_ASC_ARCHITECTURES}'")
+endif()
 find_package(ASC CONFIG REQUIRED
   PATHS "${_jl_cann_root}/lib64/cmake" "${_jl_cann_root}/compiler/tikcpp/ascendc_kernel_cmake"
   NO_DEFAULT_PATH)
@@ -80,8 +89,8 @@ add_library(jax_lngb_ascend_launch STATIC ${_jl_ascend_dir}/launch/grad_beta_lau
 set_source_files_properties(${_jl_ascend_dir}/launch/grad_beta_launch.asc PROPERTIES LANGUAGE ASC)
 set_target_properties(jax_lngb_ascend_launch PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(jax_lngb_ascend_launch PRIVATE ${PROJECT_SOURCE_DIR})
-target_compile_options(jax_lngb_ascend_launch PRIVATE
-  $<$<COMPILE_LANGUAGE:ASC>:--npu-arch=${CMAKE_ASC_ARCHITECTURES}>)
+# No --npu-arch here: CANN's CMakeASCInformation.cmake already appends
+# --npu-arch=${CMAKE_ASC_ARCHITECTURES} to every ASC compile.
 if(COMMAND library_interface_setup)
   # CANN's own interface for ASC libraries (include paths and the runtime
   # libraries <<<>>> launches need), as its ascendc_library() applies it.
@@ -96,5 +105,6 @@ if(JAX_LNGB_PYTHON)
   nanobind_add_module(_ascend NB_STATIC ${_jl_ascend_dir}/ffi/ascend_module.cc)
   target_include_directories(_ascend SYSTEM PRIVATE ${XLA_FFI_INCLUDE_DIR})
   target_link_libraries(_ascend PRIVATE jax_lngb_ascend_npu_ffi jax_lngb_ascend_launch)
+  target_compile_definitions(_ascend PRIVATE JAX_LNGB_NPU_ARCH="${CMAKE_ASC_ARCHITECTURES}")
   install(TARGETS _ascend LIBRARY DESTINATION jax_lngb)
 endif()

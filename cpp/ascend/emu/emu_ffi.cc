@@ -9,18 +9,26 @@
 
 #include "ascend/emu/emu_launch.h"
 #include "ascend/ffi/grad_beta_ascend_ffi.h"
+#include "tiling/grad_beta_kernel_plan.h"
 
 namespace jax_lngb::ascend {
 namespace {
 
 namespace ffi = xla::ffi;
 
-// The UB size the lowering planned with ($JAX_LNGB_ASCEND_UB_BYTES, as in
-// jax_lngb/ascend.py).
-uint64_t planned_ub_bytes() {
+// The architecture and UB size the lowering planned with, read as
+// jax_lngb/ascend.py reads them: $JAX_LNGB_ASCEND_ARCH (default dav-2201:
+// no NPU handler is built here to say otherwise) and
+// $JAX_LNGB_ASCEND_UB_BYTES (default: the architecture's).
+tiling::NpuArch planned_arch() {
+  const char* s = std::getenv("JAX_LNGB_ASCEND_ARCH");
+  return (s && *s) ? tiling::parse_npu_arch(s, "$JAX_LNGB_ASCEND_ARCH") : tiling::NpuArch::kDav2201;
+}
+
+uint64_t planned_ub_bytes(tiling::NpuArch arch) {
   const char* s = std::getenv("JAX_LNGB_ASCEND_UB_BYTES");
   const long long v = s ? std::strtoll(s, nullptr, 10) : 0;
-  return v > 0 ? uint64_t(v) : 196608;
+  return v > 0 ? uint64_t(v) : uint64_t(tiling::npu_arch_defaults(arch).ub_bytes);
 }
 
 int emu_launch_grad_beta(const GradBetaLaunch& l, const char** message) {
@@ -37,8 +45,10 @@ int emu_launch_grad_beta(const GradBetaLaunch& l, const char** message) {
   a.workspace_bytes = l.workspace_bytes;
   a.block_dim = l.block_dim;
   a.combine_block_dim = l.combine_block_dim;
-  a.ub_bytes = planned_ub_bytes();
   try {
+    const tiling::NpuArch arch = planned_arch();
+    a.npu_arch = uint32_t(arch);
+    a.ub_bytes = planned_ub_bytes(arch);
     const emu::GradBetaEmuResult r = emu::run_grad_beta(a);
     std::memcpy(l.pd_gamma, r.pd_gamma.data(), r.pd_gamma.size());
     std::memcpy(l.pd_beta, r.pd_beta.data(), r.pd_beta.size());

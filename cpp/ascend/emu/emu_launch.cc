@@ -29,7 +29,7 @@ GmRegion& upload(Device& dev, const char* name, const uint8_t* src, size_t bytes
 GradBetaEmuResult run_grad_beta(const GradBetaEmuArgs& a) {
   check_type_size(a.in_type_size, "in_type_size");
   check_type_size(a.out_type_size, "out_type_size");
-  Device dev(a.ub_bytes);
+  Device dev(a.ub_bytes, a.npu_arch);
   const size_t in_bytes = size_t(a.rows * a.h * a.in_type_size);
   GmRegion& res = upload(dev, "res_for_gamma", a.res, in_bytes);
   GmRegion& dy = upload(dev, "dy", a.dy, in_bytes);
@@ -66,7 +66,7 @@ GradBetaEmuResult run_probe(const ProbeEmuArgs& a) {
   if (a.api_tiling.size() != 20) throw std::invalid_argument("api_tiling must be 20 words");
   if (a.is_reuse_source && a.type_size == 2)
     throw std::invalid_argument("isReuseSource is not supported for half (AscendC rejects it)");
-  Device dev(a.ub_bytes);
+  Device dev(a.ub_bytes, a.npu_arch);
   const size_t in_bytes = size_t(a.elems * a.type_size);
   GmRegion& res = upload(dev, "res_for_gamma", a.res, in_bytes);
   GmRegion& dy = upload(dev, "dy", a.dy, in_bytes);

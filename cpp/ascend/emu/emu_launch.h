@@ -24,6 +24,7 @@ struct GradBetaEmuArgs {
   uint32_t combine_block_dim = 1;
   uint64_t ub_bytes = 196608;    // per core
   bool reverse_core_order = false;
+  uint32_t npu_arch = 2201;      // 2002, 2201 or 3510: which LayerNormGradBeta implementation runs
 };
 
 struct GradBetaEmuResult {
@@ -46,6 +47,7 @@ struct ProbeEmuArgs {
   uint32_t stack_bytes = 0;
   std::vector<uint32_t> api_tiling;  // CANN's 20 words
   uint64_t ub_bytes = 196608;
+  uint32_t npu_arch = 2201;
 };
 
 GradBetaEmuResult run_probe(const ProbeEmuArgs& a);

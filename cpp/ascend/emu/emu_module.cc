@@ -58,7 +58,7 @@ NB_MODULE(_ascend_emu, m) {
       "run_grad_beta",
       [](const nb::bytes& res, const nb::bytes& dy, uint64_t rows, uint64_t h, uint32_t in_ts, uint32_t out_ts,
          const nb::bytes& tiling, uint64_t workspace_bytes, uint32_t block_dim, uint32_t combine_block_dim,
-         uint64_t ub_bytes, bool reverse) {
+         uint64_t ub_bytes, bool reverse, uint32_t npu_arch) {
         if (res.size() != rows * h * in_ts || dy.size() != res.size())
           throw std::invalid_argument("run_grad_beta: input byte sizes do not match rows * h * in_type_size");
         GradBetaEmuArgs a;
@@ -74,6 +74,7 @@ NB_MODULE(_ascend_emu, m) {
         a.combine_block_dim = combine_block_dim;
         a.ub_bytes = ub_bytes;
         a.reverse_core_order = reverse;
+        a.npu_arch = npu_arch;
         GradBetaEmuResult r;
         {
           nb::gil_scoped_release release;
@@ -83,7 +84,7 @@ NB_MODULE(_ascend_emu, m) {
       },
       nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"),
       nb::arg("out_type_size"), nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"),
-      nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"));
+      nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
 
   m.def(
       "run_selftest",
@@ -94,7 +95,7 @@ NB_MODULE(_ascend_emu, m) {
   m.def(
       "run_probe",
       [](const nb::bytes& res, const nb::bytes& dy, uint64_t elems, uint64_t h, uint32_t ts, bool reuse,
-         uint32_t stack_bytes, const std::vector<uint32_t>& api, uint64_t ub_bytes) {
+         uint32_t stack_bytes, const std::vector<uint32_t>& api, uint64_t ub_bytes, uint32_t npu_arch) {
         if (res.size() != elems * ts || dy.size() != res.size())
           throw std::invalid_argument("run_probe: input byte sizes do not match elems * type_size");
         ProbeEmuArgs a;
@@ -107,6 +108,7 @@ NB_MODULE(_ascend_emu, m) {
         a.stack_bytes = stack_bytes;
         a.api_tiling = api;
         a.ub_bytes = ub_bytes;
+        a.npu_arch = npu_arch;
         GradBetaEmuResult r;
         {
           nb::gil_scoped_release release;
@@ -115,5 +117,6 @@ NB_MODULE(_ascend_emu, m) {
         return result(r);
       },
       nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"),
-      nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"));
+      nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"),
+      nb::arg("npu_arch"));
 }

@@ -29,10 +29,12 @@ CoreState& core() {
 
 bool in_kernel() { return g_core != nullptr; }
 
-Device::Device(uint64_t ub_bytes) : ub_bytes_(ub_bytes) {
+Device::Device(uint64_t ub_bytes, uint32_t npu_arch) : ub_bytes_(ub_bytes), npu_arch_(npu_arch) {
   if (ub_bytes < 1024 || ub_bytes % kBlock != 0 || ub_bytes > (uint64_t(1) << 31))
     throw std::invalid_argument("ub_bytes must be a multiple of 32 in [1024, 2^31]; got " +
                                 std::to_string(ub_bytes));
+  if (npu_arch != 2002 && npu_arch != 2201 && npu_arch != 3510)
+    throw std::invalid_argument("npu_arch must be 2002, 2201 or 3510; got " + std::to_string(npu_arch));
 }
 
 GmRegion& Device::alloc(const std::string& name, size_t bytes, uint8_t fill) {

@@ -74,11 +74,16 @@ bool in_kernel();
 
 class Device {
  public:
-  explicit Device(uint64_t ub_bytes);
+  // `npu_arch` (2002, 2201 or 3510, as __NPU_ARCH__) selects what differs
+  // between architectures in the emulated AscendC: which of CANN's two
+  // LayerNormGradBeta implementations runs (3510: the dav-3510 one, else the
+  // common one).
+  explicit Device(uint64_t ub_bytes, uint32_t npu_arch = 2201);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   uint64_t ub_bytes() const { return ub_bytes_; }
+  uint32_t npu_arch() const { return npu_arch_; }
 
   // A global-memory allocation, filled with `fill` (0xFF bytes are NaN for
   // float and half: data nobody wrote shows up as NaN).
@@ -96,6 +101,7 @@ class Device {
 
  private:
   uint64_t ub_bytes_;
+  uint32_t npu_arch_;
   std::vector<std::unique_ptr<GmRegion>> regions_;
 };
 

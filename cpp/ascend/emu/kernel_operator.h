@@ -10,10 +10,18 @@
 // products, rows added in row order, the half result rounded to nearest
 // even). Any violation raises jax_lngb::emu::KernelFault.
 //
-// The emulated LayerNormGradBeta follows the structure of CANN's dav-2201
-// implementation: per chunk of oneCalSize elements a product into the
-// scratch (or over resForGamma with isReuseSource), then row-by-row adds
-// of originalHLength elements with originalHLength as the row stride.
+// The emulated LayerNormGradBeta follows CANN's two implementations, picked
+// by the device's architecture as CANN picks them by __NPU_ARCH__:
+//   common (dav-2002, dav-2201; layernormgradbeta_common_impl.h): per
+//     chunk of oneCalSize elements a product into the scratch (or over
+//     resForGamma with isReuseSource), then row-by-row adds of
+//     originalHLength elements with originalHLength as the row stride;
+//   3510 (dav-3510; layernormgradbeta_3510_impl.h): per 64-column vector
+//     register, sums from zero over bsLength rows strided by hLength, read
+//     in place; sharedTmpBuffer, oneCalSize, loopRound and originalHLength
+//     are ignored, and the row counter is a uint16_t.
+// Both give the same bits for a call both handle: fp32 products, rows
+// added in row order.
 #pragma once
 
 #include <cstdint>
@@ -601,6 +609,61 @@ inline void compute_chunk(const LocalTensor<half>& res, const LocalTensor<half>&
   Cast(pdBeta, p.betaTemp, RoundMode::CAST_NONE, p.hCurLength);
 }
 
+// fp32 -> half as the 3510 implementation stores it: round to nearest even
+// with saturation (CastTrait SatMode::SAT): a finite sum beyond the half
+// range becomes +-65504. NaN and infinities pass through unchanged (the
+// emulation's assumption: the headers do not say).
+inline half saturate_to_half(float v) {
+  constexpr float kMax = 65504.0f;
+  if (v != v || v == __builtin_inff() || v == -__builtin_inff()) return static_cast<half>(v);
+  const half h = static_cast<half>(v);
+  if (static_cast<float>(h) > kMax) return static_cast<half>(kMax);
+  if (static_cast<float>(h) < -kMax) return static_cast<half>(-kMax);
+  return h;
+}
+
+template <typename T>
+void grad_beta_3510(const LocalTensor<T>& pdGamma, const LocalTensor<T>& pdBeta, const LocalTensor<T>& res,
+                    const LocalTensor<T>& dy, const LayerNormGradBetaTiling& tiling) {
+  const uint32_t h = tiling.hLength;
+  const uint32_t rows = tiling.bsLength;
+  if ((uint64_t(h) * sizeof(T)) % kUbAlign != 0)
+    fault("LayerNormGradBeta (3510): hLength * sizeof(T) must be a multiple of 32; got hLength = " +
+          std::to_string(h));
+  if (rows > 65535)
+    fault("LayerNormGradBeta (3510): bsLength = " + std::to_string(rows) +
+          " rows, but this implementation counts rows in a uint16_t: a call with more than 65535 rows "
+          "never ends");
+  const uint64_t n = uint64_t(rows) * h;
+  const T* r = res.emu_span(n, "LayerNormGradBeta (3510) resForGamma");
+  const T* d = dy.emu_span(n, "LayerNormGradBeta (3510) inputDy");
+  T* g = pdGamma.emu_span(h, "LayerNormGradBeta (3510) outputPdGamma");
+  T* b = pdBeta.emu_span(h, "LayerNormGradBeta (3510) outputPdBeta");
+  constexpr uint32_t kLanes = 64;  // GetVecLen() / sizeof(float): 256-byte registers
+  for (uint32_t c0 = 0; c0 < h; c0 += kLanes) {
+    const uint32_t lanes = h - c0 < kLanes ? h - c0 : kLanes;
+    float acc_g[kLanes], acc_b[kLanes], prod[kLanes];
+    for (uint32_t i = 0; i < lanes; ++i) acc_g[i] = acc_b[i] = 0.0f;  // Duplicate(0)
+    for (uint16_t j = 0; j < rows; ++j) {
+      const T* rr = r + uint64_t(j) * h + c0;
+      const T* dr = d + uint64_t(j) * h + c0;
+      for (uint32_t i = 0; i < lanes; ++i) prod[i] = static_cast<float>(dr[i]) * static_cast<float>(rr[i]);
+      for (uint32_t i = 0; i < lanes; ++i) acc_g[i] = acc_g[i] + prod[i];
+      for (uint32_t i = 0; i < lanes; ++i) acc_b[i] = acc_b[i] + static_cast<float>(dr[i]);
+    }
+    for (uint32_t i = 0; i < lanes; ++i) {
+      if constexpr (std::is_same<T, half>::value) {
+        g[c0 + i] = saturate_to_half(acc_g[i]);
+        b[c0 + i] = saturate_to_half(acc_b[i]);
+      } else {
+        g[c0 + i] = acc_g[i];
+        b[c0 + i] = acc_b[i];
+      }
+    }
+    if (core().stats) core().stats->vector_ops += 2 + 3 * uint64_t(rows) + 2;
+  }
+}
+
 }  // namespace emu_detail
 
 template <typename T, bool isReuseSource = false>
@@ -613,6 +676,10 @@ void LayerNormGradBeta(const LocalTensor<T>& outputPdGamma, const LocalTensor<T>
   static_assert(!(isReuseSource && std::is_same<T, half>::value), "isReuseSource is not supported for half");
   auto& c = emu_detail::core();
   if (c.stats) ++c.stats->api_calls;
+  if (c.device->npu_arch() == 3510) {
+    emu_detail::grad_beta_3510(outputPdGamma, outputPdBeta, resForGamma, inputDy, tiling);
+    return;
+  }
   if (tiling.oneCalSize == 0) fault("LayerNormGradBeta: tiling.oneCalSize must be > 0");
 
   const LocalTensor<float> stack = sharedTmpBuffer.template ReinterpretCast<float>();

@@ -1,6 +1,7 @@
 // The `jax_lngb._ascend` extension (CANN builds only): the NPU FFI handler
 // capsule, registered by jax_lngb/ascend.py for the Ascend platform.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include "xla/ffi/api/c_api.h"
 
@@ -10,6 +11,8 @@ namespace nb = nanobind;
 
 NB_MODULE(_ascend, m) {
   m.doc() = "jax_lngb Ascend NPU kernels (XLA FFI handler, CANN launcher)";
+  // The NPU architecture the kernels were compiled for (CMAKE_ASC_ARCHITECTURES).
+  m.def("npu_arch", [] { return JAX_LNGB_NPU_ARCH; });
   m.def("registrations", [] {
     nb::dict d;
     d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
