@@ -86,7 +86,8 @@ def _abstract_eval(dy, x, rstd, gamma, *, batch_dims, out_dtype):
     inputs = (dy, rstd, gamma)
     dx = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
     # Sums over rows: they vary over whatever manual axes the rows do.
-    pd_gamma = derived_aval(x, x.shape[:batch_dims] + x.shape[-1:], out_dtype, (*range(batch_dims), None), inputs=inputs)
+    sums_shape = x.shape[:batch_dims] + x.shape[-1:]
+    pd_gamma = derived_aval(x, sums_shape, out_dtype, (*range(batch_dims), None), inputs=inputs)
     return dx, pd_gamma
 
 

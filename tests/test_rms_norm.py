@@ -371,3 +371,18 @@ def test_export_with_symbolic_batch(rng, mode):
         want = jax.jit(step)(x, g)
         for u, v in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_over_tangents_only(rng, mode):
+    # Batched tangent directions with x and gamma unmapped: the row operands
+    # that are not mapped (x, rstd) are broadcast into the joined rows.
+    x, g, _ = data(rng, (6, 32), jnp.float32)
+    ts = jnp.asarray(random_array(rng, (4, 6, 32), np.float32))
+    f = lambda x, g: rms_norm(x, g, backward=mode)  # noqa: E731
+    got = jax.vmap(lambda t: jax.jvp(f, (x, g), (t, g))[1])(ts)
+    want = jax.vmap(lambda t: jax.jvp(rms_norm_jnp, (x, g), (t, g))[1])(ts)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-5)
+    # And reverse mode through it (the batched tangent's transpose).
+    loss = lambda f: lambda x: jnp.sum(jax.vmap(lambda t: jax.jvp(lambda x: f(x, g), (x,), (t,))[1])(ts) ** 2)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(jax.grad(loss(f))(x)), np.asarray(jax.grad(loss(rms_norm_jnp))(x)), rtol=1e-4, atol=1e-4)

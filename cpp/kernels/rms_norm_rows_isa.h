@@ -142,7 +142,9 @@ void rms_grad_rows_impl(const T* dy, const T* x, const float* rstd, const float*
       const RmsGradLanes kl(rms_grad_a(s[k], rstd[r], inv_h), rstd[r]);
       with_stream(stream && stream_ok(out) && stream_ok(rr), [&](auto ntc) {
         constexpr bool kNt = decltype(ntc)::value;
-        auto d = [&](int64_t c, int64_t w) { return kl.dx(load_n(xr + c, w), load_n(dr + c, w) * load_n(gamma + c, w)); };
+        auto d = [&](int64_t c, int64_t w) {
+          return kl.dx(load_n(xr + c, w), load_n(dr + c, w) * load_n(gamma + c, w));
+        };
         auto rg = [&](int64_t c, int64_t w) { return kl.res(load_n(xr + c, w)); };
         for_block_pairs(
             H,
