@@ -4,6 +4,7 @@ built on it) as JAX primitives with native kernels.
     layer_norm_grad_beta(res_for_gamma, dy) -> (pd_gamma, pd_beta)
     layer_norm(x, gamma, beta, epsilon=1e-5)   # VJP uses the primitive
     layer_norm_grad(dy, x, variance, mean, gamma) -> (pd_x, res_for_gamma)
+    rms_norm(x, gamma, epsilon=1e-6)           # dgamma through the same reduction
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ from .forward import layer_norm_forward_p, layer_norm_forward_ref
 from .grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
 from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
 from .tangent import layer_norm_tangent_p, layer_norm_tangent_ref
+from .rms_norm import rms_norm, rms_norm_jnp, rms_norm_ref
+from .rms_forward import rms_norm_forward_p
+from .rms_tangent import rms_norm_tangent_p, rms_norm_tangent_ref
+from .rms_backward import rms_norm_backward_p
+from .rms_grad import rms_norm_grad_p
 
 # The Ascend NPU lowering registers itself for the Ascend platform, now or
 # when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
@@ -79,6 +85,14 @@ __all__ = [
     "layer_norm_tangent_p",
     "layer_norm_tangent_ref",
     "psum_to_match",
+    "rms_norm",
+    "rms_norm_backward_p",
+    "rms_norm_forward_p",
+    "rms_norm_grad_p",
+    "rms_norm_jnp",
+    "rms_norm_ref",
+    "rms_norm_tangent_p",
+    "rms_norm_tangent_ref",
     "tiling",
 ]
 

@@ -8,10 +8,12 @@ Sections (``--section``):
   ceiling).
 * ``layer_norm``: the full LayerNorm forward, backward and forward+backward
   against XLA autodiff and PyTorch.
-* ``all``: both, reduction first.
+* ``rms_norm``: RMSNorm forward, backward and forward+backward against XLA
+  autodiff and PyTorch.
+* ``all``: every section, in this order.
 
 Run ``python -m jax_lngb.bench --help`` for the options. The modules here are
 tools, not part of the jax_lngb API.
 """
 
-SECTIONS = ("reduction", "layer_norm")
+SECTIONS = ("reduction", "layer_norm", "rms_norm")
