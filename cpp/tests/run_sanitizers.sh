@@ -77,11 +77,11 @@ run_tsan() {
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
   echo "== tsan: threaded cases"
   # The sparse case would make TSan shadow 8.6 GB of reads; the rest of
-  # grad_beta, every fork-join case, and the LayerNorm drivers (forward,
-  # LayerNormGrad, fused backward on every executor, the thread pool's
-  # included) run.
+  # grad_beta, every fork-join case, and the LayerNorm and RMSNorm drivers
+  # (forward, LayerNormGrad, fused backward on every executor, the thread
+  # pool's included) run.
   "$dir/tests/jax_lngb_kernel_tests" parallel concurrent combine_partials_any grad_beta_big grad_beta_concurrent \
-    layer_norm_drivers -sparse
+    layer_norm_drivers rms_norm_drivers -sparse
   run_bench "$dir"
 }
 
