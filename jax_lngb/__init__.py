@@ -4,12 +4,20 @@ built on it) as JAX primitives with native kernels.
     layer_norm_grad_beta(res_for_gamma, dy) -> (pd_gamma, pd_beta)
     layer_norm(x, gamma, beta, epsilon=1e-5)   # VJP uses the primitive
     layer_norm_grad(dy, x, variance, mean, gamma) -> (pd_x, res_for_gamma)
+    retain_host_memory() -> bool               # opt-in, see jax_lngb.host_memory
 """
 
 from __future__ import annotations
 
-from . import export
-from ._avals import psum_to_match
+# First, before anything imports JAX: JAX_LNGB_RETAIN_HOST_MEMORY=1 must set
+# glibc's malloc up before JAX (or NumPy) maps any large block.
+from .host_memory import apply_env as _apply_host_memory_env
+from .host_memory import retain_host_memory
+
+_apply_host_memory_env()
+
+from . import export  # noqa: E402
+from ._avals import psum_to_match  # noqa: E402
 from ._partitioning import ShardingWarning
 from ._version import __version__
 from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
@@ -44,6 +52,7 @@ __all__ = [
     "layer_norm_tangent_p",
     "layer_norm_tangent_ref",
     "psum_to_match",
+    "retain_host_memory",
     "tiling",
 ]
 
