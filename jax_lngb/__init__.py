@@ -12,6 +12,7 @@ from __future__ import annotations
 # First, before anything imports JAX: JAX_LNGB_RETAIN_HOST_MEMORY=1 must set
 # glibc's malloc up before JAX (or NumPy) maps any large block.
 from .host_memory import apply_env as _apply_host_memory_env
+from . import host_memory
 from .host_memory import retain_host_memory
 
 _apply_host_memory_env()
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "ascend",
     "export",
+    "host_memory",
     "layer_norm",
     "layer_norm_backward_p",
     "layer_norm_backward_ref",

@@ -224,3 +224,18 @@ def test_threads_allocating_large_blocks_stay_bounded():
     # does not grow with the number of allocations.
     bound = got["before"] + 4 * 2 * (got["block_mib"] + 1) + 64
     assert got["peak"] <= bound and got["after"] <= bound, got
+
+
+@needs_glibc
+def test_time_both_ways_for_the_demo():
+    code = r"""
+import json, jax, jax.numpy as jnp, jax_lngb
+x = jnp.ones((12288, 1024)); g = jnp.ones(1024); b = jnp.zeros(1024)
+step = jax.jit(lambda x, g, b: jax.vjp(jax_lngb.layer_norm, x, g, b)[1](x))
+print(json.dumps(jax_lngb.host_memory.time_both_ways(lambda: jax.block_until_ready(step(x, g, b)), calls=2)))
+"""
+    got = _child_json(code, env={ENV: "0"})
+    assert got["enabled"] is True and got["off_ms"] > 0 and got["on_ms"] > 0, got
+    # dx is 48 MiB: above glibc's largest mmap threshold, so each call maps it
+    # afresh without the opt-in; with it, it is reused.
+    assert got["faults_off"] > 4096 and got["faults_on"] < 256, got
