@@ -211,7 +211,8 @@ def status() -> dict[str, Any]:
         "source": _state["source"],
         "env": os.environ.get(ENV_VAR),
         "reason": _state["reason"] if (_state["enabled"] or _state["reason"] != "not requested")
-        else "not requested (" + found["reason"] + ")",
+        else "not requested; " + ("it would apply here: glibc malloc" if found["applicable"]
+                                  else "it would do nothing here: " + found["reason"]),
         "settings": dict(SETTINGS) if _state["enabled"] else {},
         "libc": found["libc"],
         "malloc_from": found["malloc_from"],
@@ -261,3 +262,13 @@ def time_both_ways(call: Callable[[], Any], calls: int = 5, warmup: int = 3) -> 
             out["reason"] = "the opt-in cannot apply here: " + (str(caught[0].message) if caught else _state["reason"])
     out["enabled"] = is_enabled()
     return out
+
+
+def summary(st: dict[str, Any] | None = None) -> str:
+    """`status()` as one line, e.g. "on (glibc malloc: M_MMAP_MAX=0,
+    M_TRIM_THRESHOLD=2147483647; set by JAX_LNGB_RETAIN_HOST_MEMORY=1)" or
+    "off (not requested; it would apply here: glibc malloc)": what `info` and
+    the benchmark print."""
+    st = status() if st is None else st
+    how = {"env": f"; set by {ENV_VAR}={st['env']}", "call": "; set by retain_host_memory()"}.get(st["source"] or "", "")
+    return f"{'on' if st['enabled'] else 'off'} ({st['reason']}{how})"

@@ -68,6 +68,12 @@ def test_declines_with_a_preloaded_allocator_and_warns_once(fresh_state, monkeyp
     assert st["enabled"] is False and st["settings"] == {} and "jemalloc" in st["reason"]
 
 
+def test_status_when_off(fresh_state):
+    st = host_memory.status()
+    assert st["enabled"] is False and st["settings"] == {} and st["source"] is None
+    assert host_memory.summary(st).startswith("off (not requested; it would ")
+
+
 def test_declines_off_glibc(fresh_state, monkeypatch):
     monkeypatch.setattr(host_memory.sys, "platform", "darwin")
     with pytest.warns(RuntimeWarning, match="not Linux"):
@@ -86,11 +92,12 @@ def test_declines_off_glibc(fresh_state, monkeypatch):
 def test_applies_by_call_and_by_env():
     code = ("import json, jax_lngb; from jax_lngb import host_memory as h; before = h.status()['enabled']; "
             "r = [jax_lngb.retain_host_memory(), jax_lngb.retain_host_memory()]; "
-            "print(json.dumps({'before': before, 'returns': r, 'status': h.status()}))")
+            "print(json.dumps({'before': before, 'returns': r, 'status': h.status(), 'line': h.summary()}))")
     got = _child_json(code, env={ENV: "0"})
     assert got["before"] is False and got["returns"] == [True, True]
     st = got["status"]
     assert st["enabled"] is True and st["source"] == "call" and st["settings"] == host_memory.SETTINGS
+    assert got["line"].startswith("on (glibc malloc: M_MMAP_MAX=0") and "set by retain_host_memory()" in got["line"]
     # The variable is applied by the import itself.
     got = _child_json("import json, jax_lngb; print(json.dumps(jax_lngb.host_memory.status()))", env={ENV: "1"})
     assert got["enabled"] is True and got["source"] == "env" and got["env"] == "1"

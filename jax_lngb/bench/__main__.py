@@ -169,8 +169,9 @@ def _print_machine(info: dict[str, Any]) -> None:
     if info["transparent_hugepages"] or info["glibc_tunables"]:
         print(f"transparent huge pages: {info['transparent_hugepages'] or 'unknown'}"
               + (f"; GLIBC_TUNABLES={info['glibc_tunables']}" if info["glibc_tunables"] else ""))
-    retain = info["retain_host_memory"]
-    print(f"retain_host_memory: {'on' if retain['enabled'] else 'off'} ({retain['reason']})"
+    from jax_lngb import host_memory
+
+    print(f"retain_host_memory: {host_memory.summary(info['retain_host_memory'])}"
           + (f"; LD_PRELOAD={info['ld_preload']}" if info["ld_preload"] else ""))
 
 
