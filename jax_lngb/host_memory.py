@@ -9,9 +9,16 @@ page of every large output again: at [65536, 768] float32 that made a
 LayerNorm fwd+bwd several times slower than the kernel itself (figures in
 docs/host-memory.md).
 
-`retain_host_memory()` makes glibc keep such memory instead, through two
+`retain_host_memory()` makes glibc keep such memory instead, through three
 `mallopt` settings, process-wide and from then on:
 
+* ``M_ARENA_MAX = 1``: every thread allocates from glibc's main arena. XLA
+  allocates the buffers of most computations (any with a dot, XLA's own
+  autodiff) on its worker threads, and a thread's own arena grows in heaps
+  of at most 64 MiB: a larger block there gets a mapping of its own
+  whatever the next setting says. Threads that allocated before the call
+  keep the arena they have, and arenas that exist by then may be handed to
+  later threads: apply it early (the environment variable is earliest).
 * ``M_MMAP_MAX = 0``: no block is served by its own `mmap`; large blocks come
   from the heap like small ones, and a freed block goes back to the heap's
   free lists where the next call's allocation of the same size finds it,
@@ -20,7 +27,8 @@ docs/host-memory.md).
   kernel only beyond 2 GiB (the default gives back anything above 128 KiB,
   or the dynamic threshold, straight away).
 
-Cost: the process's resident memory stays near its peak. Memory freed after a
+Cost: the process's resident memory stays near its peak, and threads that
+allocate at the same moment wait for one arena's lock. Memory freed after a
 large step remains mapped (and counted in RSS) for the next allocation rather
 than returning to the system. Memory the process frees for good only goes
 back as the top of the heap beyond 2 GiB, or on an explicit ``malloc_trim``.
@@ -55,10 +63,15 @@ ENV_VAR = "JAX_LNGB_RETAIN_HOST_MEMORY"
 # glibc's <malloc.h> parameter numbers.
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
-# The settings applied: mallopt takes an int, so 2**31 - 1 is the largest
-# trim threshold it can set.
-SETTINGS = {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**31 - 1}
-_PARAMS = {"M_MMAP_MAX": M_MMAP_MAX, "M_TRIM_THRESHOLD": M_TRIM_THRESHOLD}
+M_ARENA_MAX = -8
+# The settings applied, in this order. mallopt takes an int, so 2**31 - 1 is
+# the largest trim threshold it can set. One arena: XLA allocates the
+# buffers of most computations (any with a dot, XLA's own autodiff) on its
+# worker threads, and a thread's own glibc arena grows in heaps of at most
+# 64 MiB, so a larger block there gets its own mapping whatever M_MMAP_MAX
+# says; threads on the main arena take it from the one heap instead.
+SETTINGS = {"M_ARENA_MAX": 1, "M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**31 - 1}
+_PARAMS = {"M_ARENA_MAX": M_ARENA_MAX, "M_MMAP_MAX": M_MMAP_MAX, "M_TRIM_THRESHOLD": M_TRIM_THRESHOLD}
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -139,8 +152,9 @@ def _warn_once(message: str) -> None:
 
 def retain_host_memory() -> bool:
     """Makes glibc's malloc keep freed large blocks mapped for reuse
-    (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, 2**31 - 1)``),
-    process-wide and for the rest of the process's life.
+    (``mallopt(M_ARENA_MAX, 1)``, ``mallopt(M_MMAP_MAX, 0)``,
+    ``mallopt(M_TRIM_THRESHOLD, 2**31 - 1)``), process-wide and for the
+    rest of the process's life.
 
     Returns True once the settings are in force (again True on later calls),
     False where they cannot act: a libc other than glibc, or a malloc that

@@ -2,7 +2,8 @@
 plain-jit LayerNorm training step (fresh outputs every call).
 
 Each option is a way to run the same process: glibc's defaults; glibc
-with `jax_lngb.retain_host_memory` (JAX_LNGB_RETAIN_HOST_MEMORY=1); glibc
+with `jax_lngb.retain_host_memory` (JAX_LNGB_RETAIN_HOST_MEMORY=1), and
+with its heap settings alone; glibc
 with transparent huge pages for its heap (GLIBC_TUNABLES
 glibc.malloc.hugetlb=1); jemalloc and tcmalloc through LD_PRELOAD when
 their libraries are installed. An allocator is chosen when a process
@@ -14,6 +15,10 @@ the machine lands on different pairs each time.
 A child times `reps` calls of the implementation's fwd+bwd after `warmup`
 untimed ones, per shape and dtype, and reports the median, the minor page
 faults per timed call (getrusage) and the process's peak RSS:
+
+Options: ``glibc`` (defaults), ``retain`` (the opt-in), ``mmap_trim`` (the
+opt-in's two heap settings without its single arena), ``thp``,
+``jemalloc``, ``tcmalloc``.
 
 * ``ours``: ``jax.jit`` of ``jax.vjp`` through ``jax_lngb.layer_norm``
   returning y, dx, dgamma, dbeta; nothing donated.
@@ -50,10 +55,11 @@ EPSILON = 1e-5
 _LIBDIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 # Debian's libjemalloc2 and libtcmalloc-minimal4.
 _PRELOADS = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
-OPTIONS = ("glibc", "retain", "thp", "jemalloc", "tcmalloc")
+OPTIONS = ("glibc", "retain", "mmap_trim", "thp", "jemalloc", "tcmalloc")
 _DESCRIBE = {
     "glibc": "glibc malloc, defaults",
-    "retain": "JAX_LNGB_RETAIN_HOST_MEMORY=1 (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=2^31-1)",
+    "retain": "JAX_LNGB_RETAIN_HOST_MEMORY=1 (mallopt M_ARENA_MAX=1, M_MMAP_MAX=0, M_TRIM_THRESHOLD=2^31-1)",
+    "mmap_trim": "mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=2^31-1 only (threads keep their own arenas)",
     "thp": "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (madvise huge pages)",
     "jemalloc": "LD_PRELOAD=libjemalloc.so.2",
     "tcmalloc": "LD_PRELOAD=libtcmalloc_minimal.so.4",
@@ -71,9 +77,12 @@ def find_library(name: str) -> str | None:
 def option_env(option: str, base: dict[str, str]) -> dict[str, str] | None:
     """The child's environment for `option`; None when its library is
     missing."""
-    env = {k: v for k, v in base.items() if k not in ("LD_PRELOAD", "GLIBC_TUNABLES", "JAX_LNGB_RETAIN_HOST_MEMORY")}
+    env = {k: v for k, v in base.items()
+           if k not in ("LD_PRELOAD", "GLIBC_TUNABLES", "JAX_LNGB_RETAIN_HOST_MEMORY", _MMAP_TRIM_ENV)}
     if option == "retain":
         env["JAX_LNGB_RETAIN_HOST_MEMORY"] = "1"
+    elif option == "mmap_trim":
+        env[_MMAP_TRIM_ENV] = "1"
     elif option == "thp":
         env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
     elif option in _PRELOADS:
@@ -145,8 +154,26 @@ def _torch_step(shape, dtype: str, seed: int):
     return step
 
 
+_MMAP_TRIM_ENV = "JAX_LNGB_BENCH_MMAP_TRIM"
+
+
+def _mmap_trim_only() -> None:
+    """The opt-in without its M_ARENA_MAX=1: what it would do if threads
+    kept their own arenas."""
+    import ctypes
+
+    from jax_lngb import host_memory
+
+    mallopt = ctypes.CDLL(None).mallopt
+    for name in ("M_MMAP_MAX", "M_TRIM_THRESHOLD"):
+        if mallopt(host_memory._PARAMS[name], host_memory.SETTINGS[name]) != 1:
+            raise RuntimeError(f"mallopt refused {name}")
+
+
 def child(impl: str, shapes, dtypes, reps: int, warmup: int, seed: int) -> dict[str, Any]:
     """Runs in the child process: every shape and dtype of one implementation."""
+    if os.environ.get(_MMAP_TRIM_ENV) == "1":
+        _mmap_trim_only()
     import jax_lngb  # applies JAX_LNGB_RETAIN_HOST_MEMORY before anything large exists
     from jax_lngb import host_memory
 
