@@ -110,6 +110,15 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _rss_mib() -> float:
+    """Resident memory now (Linux /proc; the peak where it cannot be read)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return _peak_rss_mib()
+
+
 def _jax_step(impl: str, shape, dtype: str, seed: int):
     import jax
     import jax.numpy as jnp
@@ -184,17 +193,18 @@ def child(impl: str, shapes, dtypes, reps: int, warmup: int, seed: int) -> dict[
             for _ in range(warmup):
                 res = fn()
                 del res
-            times = []
-            f0 = _faults()
+            times, call_faults, call_rss = [], [], []
             for _ in range(reps):
+                f0 = _faults()
                 t0 = time.perf_counter()
                 res = fn()
                 times.append((time.perf_counter() - t0) * 1e3)
+                call_faults.append(_faults() - f0)
                 del res
-            faults = (_faults() - f0) / reps
+                call_rss.append(_rss_mib())
             out["cases"].append({"shape": list(shape), "dtype": dtype, "times_ms": times,
-                                 "ms": statistics.median(times), "faults_per_call": faults,
-                                 "peak_rss_mib": _peak_rss_mib()})
+                                 "ms": statistics.median(times), "faults_per_call": sum(call_faults) / reps,
+                                 "faults": call_faults, "rss_mib": call_rss, "peak_rss_mib": _peak_rss_mib()})
             del fn
     del jax_lngb
     return out
