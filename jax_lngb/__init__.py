@@ -5,6 +5,7 @@ built on it) as JAX primitives with native kernels.
     layer_norm(x, gamma, beta, epsilon=1e-5)   # VJP uses the primitive
     layer_norm_grad(dy, x, variance, mean, gamma) -> (pd_x, res_for_gamma)
     rms_norm(x, gamma, epsilon=1e-6)           # dgamma through the same reduction
+    retain_host_memory() -> bool               # opt-in, see jax_lngb.host_memory
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def _fall_through_to_installed_copy() -> None:
 
 
 _fall_through_to_installed_copy()
+
+# Before anything imports JAX: JAX_LNGB_RETAIN_HOST_MEMORY=1 must set
+# glibc's malloc up before JAX (or NumPy) maps any large block.
+from .host_memory import apply_env as _apply_host_memory_env  # noqa: E402
+from . import host_memory  # noqa: E402
+from .host_memory import retain_host_memory  # noqa: E402
+
+_apply_host_memory_env()
 
 from . import export  # noqa: E402  (after the search path is settled)
 from ._avals import psum_to_match
@@ -93,6 +102,7 @@ __all__ = [
     "rms_norm_ref",
     "rms_norm_tangent_p",
     "rms_norm_tangent_ref",
+    "retain_host_memory",
     "tiling",
 ]
 

@@ -52,8 +52,9 @@ def test_implementations_and_bytes(bench):
     _, doc = bench
     for c in doc["cases"]:
         p = c["extra"]["pass"]
-        want = {"ours", "xla", "probe"} | ({"torch"} if _torch_available() else set())
-        want |= {"ours_chained"} if p != "fwd" else set()
+        torch = {"torch", "torch_plain"} if _torch_available() else set()
+        want = {"ours", "ours_plain", "xla", "xla_plain", "probe"} | torch
+        want |= {"ours_chained", "ours_chained_plain"} if p != "fwd" else set()
         want |= {"xla_stream"} if p != "fwd+bwd" else set()
         assert set(c["results"]) == want, (c["label"], set(c["results"]))
         item = 4 if c["dtype"] == "float32" else 2
@@ -67,7 +68,7 @@ def test_accuracy_of_every_implementation(bench):
     tol = {"float32": 1e-4, "bfloat16": 1.6e-2}
     outputs = {"fwd": {"y"}, "bwd": {"dx", "dgamma", "dbeta"}, "fwd+bwd": {"y", "dx", "dgamma", "dbeta"}}
     for c in doc["cases"]:
-        for name in ("ours", "ours_chained", "xla"):
+        for name in ("ours", "ours_chained", "xla", "ours_plain", "ours_chained_plain", "xla_plain"):
             if name not in c["results"]:
                 continue
             e = c["results"][name]["errors"]
@@ -88,3 +89,44 @@ def test_targets_are_reported(bench):
             assert t["passed"] is True, t
     for c in doc["cases"]:
         assert c["label"] in proc.stdout
+
+
+def test_plain_jit_beside_donated(bench):
+    # Fresh outputs give the same numbers as donated buffers, bit for bit
+    # (same kernel), and the run records that the opt-in was off.
+    proc, doc = bench
+    assert doc["machine"]["retain_host_memory"]["enabled"] is False
+    assert "retain_host_memory: off" in proc.stdout
+    for c in doc["cases"]:
+        assert c["extra"]["retain_host_memory"] is False
+        for name in ("ours", "ours_chained", "xla"):
+            if name in c["results"]:
+                donated, plain = c["results"][name], c["results"][f"{name}_plain"]
+                assert plain["ms"] > 0 and plain["times_ms"]
+                assert plain["errors"]["per_output"] == donated["errors"]["per_output"], (c["label"], name)
+
+
+def _headline_case(dtype, ms, retained):
+    from jax_lngb.bench import common
+
+    results = {n: common.ImplResult(n, "", 1, [t], t) for n, t in ms.items()}
+    return common.CaseResult("[65536, 768] %s fwd+bwd" % dtype, (65536, 768), dtype, 5 * 65536 * 768 * 4, False,
+                             {"pass": "fwd+bwd", "retain_host_memory": retained}, results)
+
+
+@pytest.mark.parametrize("retained", [True, False])
+def test_plain_targets_checked_only_with_the_opt_in(retained):
+    from jax_lngb.bench import layer_norm
+
+    case = _headline_case("float32", {"ours": 28.0, "ours_plain": 33.0, "xla": 140.0, "xla_plain": 300.0,
+                                      "torch": 60.0, "torch_plain": 90.0}, retained)
+    by_what = {t.what.split(" (")[0]: t for t in layer_norm.targets([case])}
+    near = by_what["[65536, 768] float32 fwd+bwd: ours_plain / ours time"]
+    assert near.value == pytest.approx(33 / 28) and near.goal == "<= 1.25"
+    xla = by_what["[65536, 768] float32 fwd+bwd: xla_plain / ours_plain time"]
+    assert xla.value == pytest.approx(300 / 33) and xla.goal == ">= 8"
+    assert near.passed is (True if retained else None) and xla.passed is (True if retained else None)
+    bf16 = _headline_case("bfloat16", {"ours": 20.0, "ours_plain": 26.0, "xla_plain": 300.0}, True)
+    got = {t.what: t for t in layer_norm.targets([bf16])}
+    assert got["[65536, 768] bfloat16 fwd+bwd: ours_plain / ours time"].passed is False  # 1.3 > 1.25
+    assert got["[65536, 768] bfloat16 fwd+bwd: xla_plain / ours_plain time"].goal == ">= 12"

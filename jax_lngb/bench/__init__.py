@@ -12,6 +12,11 @@ Sections (``--section``):
   autodiff and PyTorch.
 * ``all``: every section, in this order.
 
+Two experiments beside it, each its own command: ``python -m
+jax_lngb.bench.allocators`` (a plain-jit LayerNorm step under glibc's
+defaults, the retain_host_memory opt-in, huge pages, jemalloc and tcmalloc)
+and ``python -m jax_lngb.bench.dx_alias`` (dx written into dy's buffer).
+
 Run ``python -m jax_lngb.bench --help`` for the options. The modules here are
 tools, not part of the jax_lngb API.
 """

@@ -5,6 +5,7 @@ and the targets, optionally write JSON and a PNG chart.
     python -m jax_lngb.bench --section all --json out.json    both sections, machine-readable too
     python -m jax_lngb.bench --shapes 65536x768 --dtypes bf16 --reps 20
     python -m jax_lngb.bench --threads 1                      XLA (and torch) on one thread
+    python -m jax_lngb.bench --section layer_norm --retain-host-memory   plain-jit steps without page faults
 
 Targets that fail are reported, never turned into a failing exit status:
 the figures are evidence, not a test.
@@ -54,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--png", metavar="PATH", help="write a GB/s chart here (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no status line on stderr")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed (default 0)")
+    p.add_argument("--retain-host-memory", action="store_true",
+                   help="call jax_lngb.retain_host_memory() before measuring (as JAX_LNGB_RETAIN_HOST_MEMORY=1 "
+                        "does at import): glibc keeps freed large blocks mapped, so the *_plain cases' fresh "
+                        "outputs stop page-faulting")
     return p
 
 
@@ -111,7 +116,7 @@ def transparent_hugepages(path: str = _THP_ENABLED) -> str | None:
 
 
 def machine_info(l3: int, l2_total: int | None = None, eviction_bytes: int | None = None) -> dict[str, Any]:
-    from jax_lngb import _native
+    from jax_lngb import _native, host_memory
     from jax_lngb._version import __version__
 
     try:
@@ -149,6 +154,8 @@ def machine_info(l3: int, l2_total: int | None = None, eviction_bytes: int | Non
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "transparent_hugepages": transparent_hugepages(),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
+        "ld_preload": os.environ.get("LD_PRELOAD"),
+        "retain_host_memory": host_memory.status(),
     }
 
 
@@ -162,6 +169,10 @@ def _print_machine(info: dict[str, Any]) -> None:
     if info["transparent_hugepages"] or info["glibc_tunables"]:
         print(f"transparent huge pages: {info['transparent_hugepages'] or 'unknown'}"
               + (f"; GLIBC_TUNABLES={info['glibc_tunables']}" if info["glibc_tunables"] else ""))
+    from jax_lngb import host_memory
+
+    print(f"retain_host_memory: {host_memory.summary(info['retain_host_memory'])}"
+          + (f"; LD_PRELOAD={info['ld_preload']}" if info["ld_preload"] else ""))
 
 
 # OpenMP runtimes (PyTorch's) keep their threads spinning for a while after
@@ -183,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         _reexec_with_threads(args.threads, argv)
 
     from . import common, residency
+
+    if args.retain_host_memory:
+        # Before the first large allocation: nothing big exists yet.
+        from jax_lngb import retain_host_memory
+
+        retain_host_memory()
 
     args.dtypes = args.dtypes or list(common.DEFAULT_DTYPES)
     if args.threads is not None:

@@ -237,9 +237,10 @@ class CaseResult:
         r = self.results.get(name)
         return r.ms if r is not None and r.ms else None
 
-    def vs_ours(self, other: str) -> float | None:
-        """time(other) / time(ours): above 1, ours is faster."""
-        t_other, t_ours = self._ms(other), self._ms(self.ours)
+    def vs_ours(self, other: str, ours: str | None = None) -> float | None:
+        """time(other) / time(ours): above 1, ours is faster. `ours` names
+        another implementation to compare with (default: the case's ours)."""
+        t_other, t_ours = self._ms(other), self._ms(self.ours if ours is None else ours)
         if t_other is None or t_ours is None:
             return None
         return t_other / t_ours
@@ -310,14 +311,21 @@ class Target:
                 "bound": _finite_or_none(self.bound)}
 
 
-def speedup_target(case: CaseResult, peer: str, op: str, goal: float) -> Target:
-    """`peer / ours time` on one case against `op goal` (">=" or ">"), with
-    the bound the machine puts on it."""
-    if op not in (">=", ">"):
-        raise ValueError(f"op must be '>=' or '>', got {op!r}")
-    v = case.vs_ours(peer)
-    passed = None if v is None else (v >= goal if op == ">=" else v > goal)
-    return Target(f"{case.label}: {peer} / ours time", v, f"{op} {goal:g}", passed, case.best_vs_ours(peer))
+def speedup_target(case: CaseResult, peer: str, op: str, goal: float, ours: str | None = None,
+                   checked: bool = True, why_unchecked: str = "") -> Target:
+    """`peer / ours time` on one case against `op goal` (">=", ">" or "<="),
+    with the bound the machine puts on it (for ">=" and ">"). `ours` names
+    the implementation to divide by (default: the case's ours). With
+    `checked` False the figure is reported with passed None and
+    `why_unchecked` added to its description."""
+    if op not in (">=", ">", "<="):
+        raise ValueError(f"op must be '>=', '>' or '<=', got {op!r}")
+    base = case.ours if ours is None else ours
+    v = case.vs_ours(peer, base)
+    passed = None if v is None or not checked else (v >= goal if op == ">=" else v > goal if op == ">" else v <= goal)
+    bound = case.best_vs_ours(peer) if op != "<=" else None
+    what = f"{case.label}: {peer} / {base} time" + (f" ({why_unchecked})" if not checked and why_unchecked else "")
+    return Target(what, v, f"{op} {goal:g}", passed, bound)
 
 
 def _finite_or_none(v: Any) -> Any:
@@ -605,9 +613,9 @@ def format_case(case: CaseResult) -> str:
 def format_targets(targets: Sequence[Target]) -> str:
     if not targets:
         return "Targets: none apply to the cases measured."
-    lines = ["Targets (PASS / FAIL / n/a when a figure is missing):"]
+    lines = ["Targets (PASS / FAIL / n/a when a figure is missing / info when reported, not checked):"]
     for t in targets:
-        state = "n/a " if t.passed is None else ("PASS" if t.passed else "FAIL")
+        state = ("n/a " if t.value is None else "info") if t.passed is None else ("PASS" if t.passed else "FAIL")
         bound = "" if t.bound is None else f"; {t.bound:.3g} at the probe's rate"
         lines.append(f"  {state}  {t.what}: {_fmt(t.value, '.4g', 'n/a')} (goal {t.goal}{bound})")
     return "\n".join(lines)

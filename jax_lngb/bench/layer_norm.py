@@ -12,10 +12,20 @@ Three passes per shape and dtype, each reported as its own case:
 x and dy have the case's dtype; gamma and beta are float32 (16-bit
 activations with float32 parameters, as mixed-precision training has them).
 
-Implementations, on the same input buffers. Every one writes its [rows, H]
-outputs into preallocated buffers that earlier calls already touched
-(donated to ``jit`` for JAX, ``.out`` overloads for PyTorch), so page
-faults of fresh allocations do not decide the comparison:
+Implementations, on the same input buffers. Each of ours, ours_chained,
+xla and torch runs twice:
+
+* donated (its own name): it writes its [rows, H] outputs into
+  preallocated buffers that earlier calls already touched (donated to
+  ``jit`` for JAX, ``.out`` overloads for PyTorch): the kernels' steady
+  state, which page faults do not decide.
+* plain (``<name>_plain``): a plain ``jax.jit`` that donates nothing (the
+  functional PyTorch ops), so every call allocates its outputs afresh, as a
+  training step written the ordinary way does. Above glibc's mmap threshold
+  each fresh block is a new mapping whose pages fault in on first write;
+  `jax_lngb.retain_host_memory` (JAX_LNGB_RETAIN_HOST_MEMORY=1) makes glibc
+  keep freed blocks instead. Whether it was on is in the header, the JSON
+  (``machine.retain_host_memory``) and each case's ``extra``.
 
 * ``ours``: ``jax_lngb.layer_norm`` (C++ forward; its VJP is the fused
   LayerNormGrad -> LayerNormGradBeta kernel).
@@ -64,7 +74,10 @@ DEFAULT_SHAPES: list[tuple[int, ...]] = [
 ]
 HEADLINE_SHAPE = (65536, 768)
 PASSES = ("fwd", "bwd", "fwd+bwd")
-IMPLEMENTATIONS = ("ours", "ours_chained", "xla", "torch", "probe", "xla_stream")
+IMPLEMENTATIONS = ("ours", "ours_plain", "ours_chained", "ours_chained_plain", "xla", "xla_plain", "torch",
+                   "torch_plain", "probe", "xla_stream")
+# The implementations that also run as plain jit (fresh outputs): name -> plain name.
+PLAIN = {n: f"{n}_plain" for n in ("ours", "ours_chained", "xla", "torch")}
 EPSILON = 1e-5
 _OUTPUTS = {"fwd": ("y",), "bwd": ("dx", "dgamma", "dbeta"), "fwd+bwd": ("y", "dx", "dgamma", "dbeta")}
 _ARRAYS_MOVED = {"fwd": 2, "bwd": 3, "fwd+bwd": 5}
@@ -212,6 +225,9 @@ def _jax_impls(ctx: BenchContext, x, dy, gamma, beta) -> dict[str, dict[str, Imp
     # writes into memory that is already mapped.
     donate = dict(keep_unused=True)
     for name, fn, note in variants:
+        if ctx.wants(PLAIN[name]):
+            for p, im in _plain_jax_impls(PLAIN[name], fn, note, x, dy, gamma, beta, fwd=name != "ours_chained").items():
+                out[p][PLAIN[name]] = im
         if not ctx.wants(name):
             continue
         if name != "ours_chained":
@@ -268,8 +284,33 @@ def _jax_impls(ctx: BenchContext, x, dy, gamma, beta) -> dict[str, dict[str, Imp
     return out
 
 
-def _torch_impls(torch, x, dy, gamma, beta) -> dict[str, Impl]:
-    """{pass: Impl} for PyTorch's CPU LayerNorm, writing into preallocated tensors."""
+def _plain_jax_impls(name: str, fn, note: str, x, dy, gamma, beta, fwd: bool) -> dict[str, Impl]:
+    """{pass: Impl} for `fn` under a plain jax.jit: nothing donated, so each
+    call's [rows, H] outputs are fresh allocations (a training step as
+    users write it)."""
+    import jax
+
+    out: dict[str, Impl] = {}
+    note = f"{note}; plain jit, fresh outputs"
+    if fwd:
+        f = jax.jit(lambda x, g, b: fn(x, g, b))
+        out["fwd"] = Impl(name, lambda: (ready(f(x, gamma, beta)),), note)
+    _, pullback = jax.vjp(fn, x, gamma, beta)
+    bwd = jax.jit(lambda f, dy: f(dy))
+    out["bwd"] = Impl(name, lambda: ready(bwd(pullback, dy)), note)
+
+    def step(x, g, b, dy):
+        y, f = jax.vjp(fn, x, g, b)
+        return (y, *f(dy))
+
+    fb = jax.jit(step)
+    out["fwd+bwd"] = Impl(name, lambda: ready(fb(x, gamma, beta, dy)), note + " (jax.vjp)")
+    return out
+
+
+def _torch_impls(torch, x, dy, gamma, beta) -> dict[str, dict[str, Impl]]:
+    """{"torch": {pass: Impl}, "torch_plain": {pass: Impl}}: PyTorch's CPU
+    LayerNorm writing into preallocated tensors, and its functional ops."""
     h = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     tx = torch.from_dlpack(x).reshape(rows, h)
@@ -298,9 +339,28 @@ def _torch_impls(torch, x, dy, gamma, beta) -> dict[str, Impl]:
         bwd_only()
         return y, dx, dw, db
 
+    # Plain: the functional ops, whose outputs are fresh tensors every call.
+    _, pmean, prstd = torch.ops.aten.native_layer_norm(tx, [h], tw, tb, EPSILON)
+
+    def fwd_plain():
+        return (torch.ops.aten.native_layer_norm(tx, [h], tw, tb, EPSILON)[0],)
+
+    def bwd_plain():
+        return tuple(torch.ops.aten.native_layer_norm_backward(tdy, tx, [h], pmean, prstd, tw, tb, mask))
+
+    def both_plain():
+        y, m, r = torch.ops.aten.native_layer_norm(tx, [h], tw, tb, EPSILON)
+        return (y, *torch.ops.aten.native_layer_norm_backward(tdy, tx, [h], m, r, tw, tb, mask))
+
     fwd()  # the backward's residuals
     note = f"aten.native_layer_norm(_backward).out, mask (T,T,T), {torch.get_num_threads()} threads"
-    return {"fwd": Impl("torch", fwd, note), "bwd": Impl("torch", bwd_only, note), "fwd+bwd": Impl("torch", both, note)}
+    pnote = f"aten.native_layer_norm(_backward), fresh outputs, {torch.get_num_threads()} threads"
+    return {
+        "torch": {"fwd": Impl("torch", fwd, note), "bwd": Impl("torch", bwd_only, note),
+                  "fwd+bwd": Impl("torch", both, note)},
+        "torch_plain": {"fwd": Impl("torch_plain", fwd_plain, pnote), "bwd": Impl("torch_plain", bwd_plain, pnote),
+                        "fwd+bwd": Impl("torch_plain", both_plain, pnote)},
+    }
 
 
 # ------------------------------------------------------------------- run
@@ -310,7 +370,10 @@ def run(ctx: BenchContext) -> list[CaseResult]:
     import jax
     import jax.numpy as jnp
 
-    torch = optional_torch() if ctx.wants("torch") else None
+    from jax_lngb import host_memory
+
+    torch = optional_torch() if ctx.wants("torch") or ctx.wants("torch_plain") else None
+    retained = host_memory.is_enabled()
     rng = np.random.default_rng(ctx.seed)
     cases: list[CaseResult] = []
 
@@ -332,8 +395,10 @@ def run(ctx: BenchContext) -> list[CaseResult]:
         impls = _jax_impls(ctx, x, dy, gamma, beta)
         if torch is not None:
             try:
-                for p, im in _torch_impls(torch, x, dy, gamma, beta).items():
-                    impls[p]["torch"] = im
+                for name, per_pass in _torch_impls(torch, x, dy, gamma, beta).items():
+                    if ctx.wants(name):
+                        for p, im in per_pass.items():
+                            impls[p][name] = im
             except (RuntimeError, TypeError) as e:
                 ctx.status(base, f"torch unavailable: {e}", force=True)
         if ctx.wants("probe"):
@@ -359,11 +424,14 @@ def run(ctx: BenchContext) -> list[CaseResult]:
                     "rows": rows,
                     "cols": h,
                     "arrays_moved": _ARRAYS_MOVED[p],
+                    "retain_host_memory": retained,
                     "notes": [
                         f"bytes = {_ARRAYS_MOVED[p]} [rows, H] arrays moved once; "
                         "errors vs float64 LayerNorm and its exact gradient, worst of "
                         f"{', '.join(_OUTPUTS[p])}; ulps at each output's largest magnitude; "
-                        "gamma/beta float32"
+                        "gamma/beta float32",
+                        "*_plain: plain jit, nothing donated, fresh outputs every call; retain_host_memory "
+                        + ("on" if retained else "off"),
                     ],
                 },
             )
@@ -383,6 +451,30 @@ def run(ctx: BenchContext) -> list[CaseResult]:
 # --------------------------------------------------------------- targets
 
 
+# Plain jit (fresh outputs) at the headline shape, goals that hold with
+# jax_lngb.retain_host_memory on: ours within PLAIN_OVER_DONATED of its
+# donated steady state, and XLA autodiff (plain, under the same opt-in) at
+# least PLAIN_XLA_SPEEDUP[dtype] times slower.
+PLAIN_OVER_DONATED = 1.25
+PLAIN_XLA_SPEEDUP = {"float32": 8.0, "bfloat16": 12.0}
+
+
+def _plain_targets(case: CaseResult) -> list[Target]:
+    """The plain-jit goals on a headline fwd+bwd case: checked when the run
+    had retain_host_memory on, reported only (passed None) otherwise."""
+    if PLAIN["ours"] not in case.results:
+        return []
+    on = bool(case.extra.get("retain_host_memory"))
+    why = "retain_host_memory off: reported, not checked"
+    return [
+        speedup_target(case, PLAIN["ours"], "<=", PLAIN_OVER_DONATED, ours="ours", checked=on, why_unchecked=why),
+        speedup_target(case, PLAIN["xla"], ">=", PLAIN_XLA_SPEEDUP[case.dtype], ours=PLAIN["ours"], checked=on,
+                       why_unchecked=why),
+        speedup_target(case, PLAIN["torch"], ">", 1, ours=PLAIN["ours"], checked=False,
+                       why_unchecked="reported, not checked"),
+    ]
+
+
 def targets(cases: list[CaseResult]) -> list[Target]:
     """The goals of the fused-LayerNorm issue, checked on the measured cases."""
     out: list[Target] = []
@@ -394,6 +486,7 @@ def targets(cases: list[CaseResult]) -> list[Target]:
         if p == "fwd+bwd" and case.dtype in ("float32", "bfloat16"):
             out.append(speedup_target(case, "xla", ">=", 3))
             out.append(speedup_target(case, "torch", ">", 1))
+            out += _plain_targets(case)
         if p == "bwd":
             f = case.fraction_of_probe(case.ours)
             t = None if f is None else 1 / f
@@ -407,7 +500,7 @@ def targets(cases: list[CaseResult]) -> list[Target]:
     worst: dict[str, tuple[float, str]] = {}
     for case in cases:
         tol = TOLERANCE[case.dtype]
-        for name in ("ours", "ours_chained"):
+        for name in ("ours", "ours_chained", PLAIN["ours"], PLAIN["ours_chained"]):
             r = case.results.get(name)
             if r is None or not r.errors:
                 continue
