@@ -15,7 +15,9 @@
 
 namespace jax_lngb {
 
-// y = (x - mean) * rstd * gamma + beta, with mean = sum(x) / H,
+// y = (x - mean) * rstd * gamma + beta, with mean = ref + sum(x - ref) / H
+// for ref the row's first element (a shifted mean: accurate for rows far
+// from zero; see shift_of in layer_norm_rows_isa.h),
 // variance = sum((x - mean)^2) / H (two passes over the row, which stays in
 // cache) and rstd = 1 / sqrt(variance + epsilon). Writes mean and variance
 // (float32, one per row) for the backward.
