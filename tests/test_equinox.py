@@ -167,6 +167,22 @@ def test_vmapped_backward_is_one_kernel_call_with_per_example_results():
         assert re.search(want, call), call
 
 
+def test_nested_vmap_is_one_problem_over_all_tokens():
+    # grad(vmap(vmap(layer))): one forward and one backward kernel call over
+    # all [3 * 5] rows with the [16] weight and bias as they are (no copy per
+    # token), and dweight/dbias summed by the kernel.
+    _, ours = _pair((16,))
+    x = data((3, 5, 16), F32)
+    ct = data(x.shape, F32, seed=5, std=1.0)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda m, x: jnp.sum(jax.vmap(jax.vmap(m))(x) * ct)))(ours, x).jaxpr
+    kernels = [e for e in jaxpr.eqns if e.primitive.name.startswith("layer_norm")]
+    assert [e.primitive.name for e in kernels] == ["layer_norm_forward", "layer_norm_backward"]
+    for e in kernels:
+        assert e.params["batch_dims"] == 0 and e.invars[0].aval.shape == (3, 5, 16)
+    assert kernels[1].outvars[1].aval.shape == (16,)
+    assert not any(e.primitive.name == "broadcast_in_dim" and e.invars[0].aval.shape == (16,) for e in jaxpr.eqns)
+
+
 @pytest.mark.parametrize("use_weight,use_bias", [(False, True), (True, False), (False, False)])
 def test_without_weight_or_bias(use_weight, use_bias):
     theirs, ours = _pair((16,), use_weight=use_weight, use_bias=use_bias)
