@@ -159,7 +159,7 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
     // instead of large values whose partial sums round.
     float ref[kGroup];
     for (int k = 0; k < n; ++k) ref[k] = shift_of(x + (r0 + k) * H, H);
-    float m[1][kGroup], v[1][kGroup];
+    float m[1][kGroup];
     group_row_sums<4, 1, kGroup>(
         n, H,
         [&](int k, int64_t c, int64_t w, Lanes* t) {
@@ -171,14 +171,24 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
         },
         m);
     for (int k = 0; k < n; ++k) m[0][k] = ref[k] + m[0][k] / fh;
-    group_row_sums<4, 1, kGroup>(
+    // The second pass sums d^2 and d for d = x - m: the variance about m,
+    // and sum(d) / H = (true mean - m), which refines m (a correction far
+    // below m's ulp for rows far from zero, where m is already rounded
+    // right; the rounding of the shifted sum, |ref - mean| * H large, for
+    // rows near zero). Two accumulators per sum: four chains, as before.
+    float v[2][kGroup];
+    group_row_sums<2, 2, kGroup>(
         n, H,
         [&](int k, int64_t c, int64_t w, Lanes* t) {
           const Lanes d = row(k, c, w) - Lanes::splat(m[0][k]);
           t[0] = d * d;
+          t[1] = d;
         },
         v);
-    for (int k = 0; k < n; ++k) v[0][k] = v[0][k] / fh;
+    for (int k = 0; k < n; ++k) {
+      m[0][k] = m[0][k] + v[1][k] / fh;
+      v[0][k] = v[0][k] / fh;
+    }
     for (int k = 0; k < n; ++k) {
       T* yr = y + (r0 + k) * H;
       const Lanes mv = Lanes::splat(m[0][k]);
