@@ -1,12 +1,27 @@
 """vmap support shared by the LayerNorm primitives.
 
-vmap adds an independent problem, never more rows: the mapped axis becomes a
-new leading group axis of every operand (``batch_dims`` counts them), so
-the gamma/beta reductions return one [H] per mapped element and per-example
-gradients stay per example (SPEC section 5). Operands that are not mapped
-are broadcast: row operands and per-row statistics to the new group axis,
-parameters to one [H] row per group ([*G, H], the layout the row
-partitioning of `_partitioning` describes; it costs G * H values).
+Two ways to batch a primitive whose operands are rows ([*G, *rows, H], and
+per-row statistics [*G, *rows]) and parameters ([H] or [*G, H]), where the
+G leading axes (``batch_dims`` of them) are independent problems:
+
+* more rows (`fold_into_rows`): when no parameter operand is mapped, the
+  mapped axis becomes the first row axis, right after the group axes, and
+  ``batch_dims`` stays. Exact for the primitives whose every output is per
+  row (the forward, its tangent, LayerNormGrad): each row's result depends
+  only on that row and the shared parameters. This is what keeps
+  `vmap(vmap(layer))` of a per-example layer (Equinox) one problem over all
+  its rows, with the parameters neither broadcast nor copied, and reverse
+  mode of it then sums dgamma/dbeta over all those rows in one reduction,
+  as the shared parameters need.
+* a new problem (`move_to_groups`): the mapped axis becomes a new leading
+  group axis of every operand (``batch_dims + 1``). Required for a
+  reduction over rows (LayerNormGradBeta, the fused backward): there
+  `vmap(grad(...))` asks for one gradient per mapped element, which summing
+  the mapped axis into the rows would silently merge (SPEC section 5), and
+  for any primitive whose parameters are mapped. Operands that are not
+  mapped are broadcast: row operands and per-row statistics to the new group
+  axis, parameters to one [H] row per group ([*G, H], the layout the row
+  partitioning of `_partitioning` describes; it costs G * H values).
 """
 
 from __future__ import annotations
@@ -20,11 +35,42 @@ ROWS = "rows"  # [*G, *rows, H] row operands and [*G, *rows] statistics
 PARAM = "param"  # [H] or [*G, H]
 
 
+def _mapped_size(args: Sequence[jax.Array], dims: Sequence[int | None]) -> int:
+    return next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+
+
+def fold_into_rows(
+    args: Sequence[jax.Array], dims: Sequence[int | None], kinds: Sequence[str], batch_dims: int
+) -> list[jax.Array] | None:
+    """Operands for the same primitive with the mapped axis as the first row
+    axis (position ``batch_dims``; ``batch_dims`` unchanged), or None when a
+    parameter operand is mapped (the caller then uses `move_to_groups`).
+
+    Only for primitives whose outputs are all per row; their outputs then
+    carry the mapped axis at ``batch_dims``.
+    """
+    if any(d is not None for d, k in zip(dims, kinds) if k == PARAM):
+        return None
+    size = _mapped_size(args, dims)
+    out = []
+    for a, d, k in zip(args, dims, kinds):
+        if k == PARAM:
+            out.append(a)
+        elif d is None:
+            # An unmapped row operand (e.g. the primal x under vmap of a JVP
+            # with only the tangent mapped): the same rows for every element.
+            a = jnp.expand_dims(a, batch_dims)
+            out.append(jnp.broadcast_to(a, a.shape[:batch_dims] + (size,) + a.shape[batch_dims + 1 :]))
+        else:
+            out.append(jnp.moveaxis(a, d, batch_dims))
+    return out
+
+
 def move_to_groups(
     args: Sequence[jax.Array], dims: Sequence[int | None], kinds: Sequence[str], batch_dims: int
 ) -> list[jax.Array]:
     """Operands for the same primitive with ``batch_dims + 1`` group axes."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = _mapped_size(args, dims)
     # The existing group axes, from any row operand.
     groups = None
     for a, d, k in zip(args, dims, kinds):

@@ -38,15 +38,34 @@ def rstd_of(variance: jax.Array, epsilon: float) -> jax.Array:
     return 1.0 / jnp.sqrt(variance.astype(F32) + np.float32(epsilon))
 
 
+def shift_of(x32: jax.Array) -> jax.Array:
+    """The per-row value the mean is taken relative to, as the kernels pick it:
+    the row's first element, or 0 where that is not finite (or H == 0)."""
+    if x32.shape[-1] == 0:
+        return jnp.zeros(x32.shape[:-1], F32)
+    ref = x32[..., 0]
+    return jnp.where(jnp.isfinite(ref), ref, jnp.zeros_like(ref))
+
+
 def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0):
-    """y, mean, variance (two passes; variance biased)."""
+    """y, mean, variance (two passes; variance biased).
+
+    The mean is shifted and refined as in the C++ kernels: m = ref +
+    sum(x - ref) / H with ref = shift_of(x) (for rows far from zero the
+    differences sum without the rounding of large partial sums), then the
+    second pass gives variance = sum(d^2) / H and mean = m + sum(d) / H for
+    d = x - m (which undoes the shifted sum's rounding for rows near zero).
+    Only the association of the sums differs from the kernels.
+    """
     h = x.shape[-1]
     x32 = x.astype(F32)
-    mean = jnp.sum(x32, -1) / np.float32(h)
-    d = x32 - mean[..., None]
+    ref = shift_of(x32)
+    m = ref + jnp.sum(x32 - ref[..., None], -1) / np.float32(h)
+    d = x32 - m[..., None]
     variance = jnp.sum(d * d, -1) / np.float32(h)
+    mean = m + jnp.sum(d, -1) / np.float32(h)
     rstd = rstd_of(variance, epsilon)[..., None]
-    y = (d * rstd) * expand_param(gamma, x.ndim) + expand_param(beta, x.ndim)
+    y = ((x32 - mean[..., None]) * rstd) * expand_param(gamma, x.ndim) + expand_param(beta, x.ndim)
     return y.astype(x.dtype), mean, variance
 
 

@@ -179,6 +179,9 @@ ad.primitive_transposes[layer_norm_backward_p] = _transpose
 
 
 def _batch(args, dims, *, epsilon, batch_dims, out_dtype):
+    # pd_gamma/pd_beta are sums over the rows: the mapped axis must stay an
+    # independent problem (vmap(grad(...)) wants one gradient per element),
+    # so it becomes a new group axis even when gamma is shared (see _batching).
     moved = move_to_groups(args, dims, (ROWS, ROWS, ROWS, ROWS, PARAM), batch_dims)
     outs = layer_norm_backward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, out_dtype=out_dtype)
     return outs, (0, 0, 0)

@@ -12,10 +12,19 @@ and fields (`weight`, `bias`, `shape`, `eps`, `use_weight`, `use_bias`), so
 Equinox's semantics: the input is one unbatched example of exactly `shape`;
 mean and variance are taken over the whole of it (compute dtype
 `result_type(x.dtype, float32)`), the weight and bias have `shape` too, and
-the output has the input's dtype. Batches go through `jax.vmap(layer)`: then
-the LayerNorm gradient primitive's batching rule is what runs, one kernel
-call for the whole batch, with per-example parameter gradients (summed by
-JAX when the parameters were not mapped, kept apart under `vmap(grad(...))`).
+the output has the input's dtype. Every input Equinox accepts works: the
+kernel serves non-empty inputs of exactly `shape` that compute in float32
+(float32, float16, bfloat16 or integer inputs) with weights that do not
+bring in float64 or complex values (and a static `eps` >= 0); anything else
+(float64 under jax_enable_x64, complex, a wrong shape, ...) runs Equinox's
+own `LayerNorm.__call__`, with its results and errors.
+
+Batches go through `jax.vmap(layer)` (or `jax.vmap(jax.vmap(layer))` over
+batch and sequence): with the weight and bias not mapped, the forward's
+batching rule makes the mapped axes more rows of the same problem, so the
+whole batch is one kernel call over all its rows, and reverse mode gives
+dweight/dbias as one reduction over all rows. Under `vmap(grad(...))` the
+parameter gradients stay per example.
 
 Needs Equinox: `pip install 'jax_lngb[equinox]'`.
 """
@@ -38,13 +47,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import KERNEL_DTYPES
+from ._validate import KERNEL_DTYPES, check_epsilon
 from .norm import layer_norm
 
 __all__ = ["LayerNorm", "convert"]
-
-_OWNER = "jax_lngb.equinox.LayerNorm"
-
 
 class _NoState:
     """Marks `state` as not passed (None is a value a caller may pass)."""
@@ -65,25 +71,45 @@ class LayerNorm(_eqx.nn.LayerNorm):
         `state` is passed through and `key` ignored, as in Equinox: with
         `state` the result is `(output, state)`.
         """
-        del key
+        if not self._kernel_serves(x):
+            if state is _NO_STATE:
+                return super().__call__(x, key=key)
+            return super().__call__(x, state, key=key)
         with jax.named_scope("jax_lngb.equinox.LayerNorm"):
-            out = self._normalize(x)
+            out = self._normalize(jnp.asarray(x))
         return out if state is _NO_STATE else (out, state)
 
-    def _normalize(self, x: jax.Array) -> jax.Array:
-        x = jnp.asarray(x)
-        if x.shape != self.shape:
-            raise ValueError(
-                f"{_OWNER}: the input must have exactly the layer's shape {self.shape} (one unbatched "
-                f"example); got {x.shape}. For a batch use jax.vmap(layer)(x)."
-            )
-        with jax.numpy_dtype_promotion("standard"):
-            compute = np.dtype(jnp.result_type(x.dtype, jnp.float32))
+    def _kernel_serves(self, x: Any) -> bool:
+        """Whether Equinox's computation for `x` is one the kernel does: float32
+        compute, a non-empty input of exactly the layer's shape, float32 /
+        16-bit / integer parameters and a usable eps."""
+        if not hasattr(x, "shape") or not hasattr(x, "dtype") or tuple(x.shape) != tuple(self.shape):
+            return False
+        if math.prod(self.shape) == 0:
+            return False
+        try:
+            with jax.numpy_dtype_promotion("standard"):
+                compute = np.dtype(jnp.result_type(x.dtype, jnp.float32))
+        except TypeError:
+            return False
         if compute != np.dtype(jnp.float32):
-            raise TypeError(
-                f"{_OWNER}: inputs must compute in float32 (float32, float16, bfloat16 or integer "
-                f"inputs); got {x.dtype.name}, which computes in {compute.name}"
-            )
+            return False
+        for use, p in ((self.use_weight, self.weight), (self.use_bias, self.bias)):
+            if not use:
+                continue
+            if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(self.shape):
+                return False
+            # Equinox casts the parameter to the compute dtype: from float64
+            # or complex that cast is not the kernel's float32 arithmetic.
+            if np.dtype(jnp.promote_types(p.dtype, jnp.float32)) != np.dtype(jnp.float32):
+                return False
+        try:
+            check_epsilon("", self.eps)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+    def _normalize(self, x: jax.Array) -> jax.Array:
         orig = x.dtype
         n = math.prod(self.shape)
         # Equinox casts the parameters to the compute dtype before use; so do

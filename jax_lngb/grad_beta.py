@@ -219,7 +219,10 @@ def _batch(args, dims, *, out_dtype, batch_dims):
 
     The mapped axis becomes a new leading group axis, so the kernel returns
     one [H] result per mapped element ([G, H]). Folding it into the rows would
-    sum over examples and silently break per-example gradients.
+    sum over examples and silently break per-example gradients. (The row-wise
+    primitives fold instead when their parameters are shared; see _batching.
+    A reduction over rows that were folded there comes out of reverse mode
+    of the folded computation, where summing over all rows is right.)
     """
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
     moved = [

@@ -9,13 +9,14 @@ constructor (`num_features`, `epsilon=1e-6`, `dtype=None`,
 
     from jax_lngb.nnx import LayerNorm      # instead of flax.nnx.LayerNorm
 
-Semantics kept from the installed Flax: where its LayerNorm has a
-`promote_dtype` attribute (newer Flax releases; 0.12.0 has none), the input
-and both parameters are first promoted together (to `dtype` when given), as
-Flax does; statistics are float32; the output dtype follows Flax's rules.
-The differences are those of `jax_lngb.flax.LayerNorm`: two-pass variance
-whatever `use_fast_variance` says; `mask` and `axis_name` refused; feature
-axes must be reduction axes; float32 compute only.
+Every configuration Flax accepts works: the kernel serves what
+`jax_lngb.flax.LayerNorm` serves (float32 statistics and arithmetic, every
+feature axis among the reduction axes, no `mask`, no `axis_name`), every
+other call runs Flax's own `LayerNorm.__call__`. On the kernel path the
+input and both parameters are first promoted together with the module's
+`promote_dtype` (to `dtype` when given), as Flax does; statistics are
+float32; the output dtype follows Flax's rules; the variance is two-pass
+whatever `use_fast_variance` says.
 
 Needs Flax: `pip install 'jax_lngb[flax]'`.
 """
@@ -37,11 +38,9 @@ except ImportError as e:
 import jax
 import jax.numpy as jnp
 
-from ._flax_norm import flax_layer_norm, refuse_unsupported
+from ._flax_norm import flax_layer_norm, kernel_declines
 
 __all__ = ["LayerNorm"]
-
-_OWNER = "jax_lngb.nnx.LayerNorm"
 
 
 class LayerNorm(_nnx.LayerNorm):
@@ -49,17 +48,38 @@ class LayerNorm(_nnx.LayerNorm):
 
     def __call__(self, x: Any, *, mask: jax.Array | None = None) -> jax.Array:
         """Normalizes `x` over `reduction_axes`; same contract as Flax's."""
-        refuse_unsupported(_OWNER, mask=mask, axis_name=self.axis_name, axis_index_groups=self.axis_index_groups)
+        if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
+            return super().__call__(x, mask=mask)
         scale = self.scale[...] if self.scale is not None else None
         bias = self.bias[...] if self.bias is not None else None
         promote = getattr(self, "promote_dtype", None)
-        if promote is not None:
-            x, scale, bias = promote((x, scale, bias), dtype=self.dtype)
-        x = jnp.asarray(x)
-        out_dtype = _nnx_dtypes.canonicalize_dtype(x, scale, bias, dtype=self.dtype)
+        try:
+            if promote is not None:
+                xp, scale, bias = promote((x, scale, bias), dtype=self.dtype)
+            else:
+                xp = x
+            xp = jnp.asarray(xp)
+            out_dtype = _nnx_dtypes.canonicalize_dtype(xp, scale, bias, dtype=self.dtype)
+        except (TypeError, ValueError):
+            return super().__call__(x, mask=mask)  # Flax's own error, if any
+        stats_dtype = jnp.promote_types(self.dtype if self.dtype is not None else xp.dtype, jnp.float32)
+        params = [p for p in (scale, bias) if p is not None]
+        why = kernel_declines(
+            xp,
+            mask=mask,
+            axis_name=self.axis_name,
+            reduction_axes=self.reduction_axes,
+            feature_axes=self.feature_axes,
+            epsilon=self.epsilon,
+            stats_dtype=stats_dtype,
+            arith_dtypes=(xp.dtype, stats_dtype, *(p.dtype for p in params)),
+            out_dtype=out_dtype,
+            param_sizes=tuple(p.size for p in params),
+        )
+        if why is not None:
+            return super().__call__(x, mask=mask)
         return flax_layer_norm(
-            _OWNER,
-            x,
+            xp,
             scale,
             bias,
             reduction_axes=self.reduction_axes,

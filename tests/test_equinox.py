@@ -151,19 +151,36 @@ def test_nested_vmap_over_batch_and_sequence():
 
 
 def test_vmapped_backward_is_one_kernel_call_with_per_example_results():
-    # Under vmap the primitive's batching rule runs: one custom call for the
-    # whole batch, giving one [N] result per example; with unmapped
-    # parameters JAX then sums them (a reduce after the call).
+    # Under vmap the primitives' batching rules run: one custom call for the
+    # whole batch. With the parameters not mapped the batch is more rows of
+    # one problem, so dweight/dbias come out of the kernel already summed
+    # ([32]); under vmap(grad) they stay one [32] per example.
     _, ours = _pair((32,))
     x = data((6, 32), F32)
     ct = data(x.shape, F32, seed=5, std=1.0)
-    for fn in (_summed, _per_example):
+    for fn, param in ((_summed, "32"), (_per_example, "6x32")):
         text = fn.lower(ours, x, ct).as_text()
         assert text.count(f"@{CUSTOM_CALL}(") == 1, fn.__name__
         assert "stablehlo.while" not in text
         call = next(line for line in text.splitlines() if f"@{CUSTOM_CALL}(" in line)
-        # dx, then one [32] pd_gamma and pd_beta per example.
-        assert re.search(r"-> \(tensor<6x32xf32>, tensor<6x32xf32>, tensor<6x32xf32>\)", call), call
+        want = rf"-> \(tensor<6x32xf32>, tensor<{param}xf32>, tensor<{param}xf32>\)"
+        assert re.search(want, call), call
+
+
+def test_nested_vmap_is_one_problem_over_all_tokens():
+    # grad(vmap(vmap(layer))): one forward and one backward kernel call over
+    # all [3 * 5] rows with the [16] weight and bias as they are (no copy per
+    # token), and dweight/dbias summed by the kernel.
+    _, ours = _pair((16,))
+    x = data((3, 5, 16), F32)
+    ct = data(x.shape, F32, seed=5, std=1.0)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda m, x: jnp.sum(jax.vmap(jax.vmap(m))(x) * ct)))(ours, x).jaxpr
+    kernels = [e for e in jaxpr.eqns if e.primitive.name.startswith("layer_norm")]
+    assert [e.primitive.name for e in kernels] == ["layer_norm_forward", "layer_norm_backward"]
+    for e in kernels:
+        assert e.params["batch_dims"] == 0 and e.invars[0].aval.shape == (3, 5, 16)
+    assert kernels[1].outvars[1].aval.shape == (16,)
+    assert not any(e.primitive.name == "broadcast_in_dim" and e.invars[0].aval.shape == (16,) for e in jaxpr.eqns)
 
 
 @pytest.mark.parametrize("use_weight,use_bias", [(False, True), (True, False), (False, False)])
@@ -190,12 +207,12 @@ def test_state_is_passed_through_and_key_ignored():
     assert s_none is None
 
 
-def test_unbatched_shape_and_dtype_checks():
-    _, ours = _pair((8,))
-    with pytest.raises(ValueError, match=r"exactly the layer's shape \(8,\).*got \(2, 8\).*jax.vmap"):
+def test_inputs_the_kernel_does_not_serve_run_equinox():
+    theirs, ours = _pair((8,))
+    with pytest.raises(ValueError, match="must satisfy the invariant"):  # Equinox's own check
         ours(data((2, 8), F32))
-    with pytest.raises(TypeError, match="computes in complex64"):
-        ours(jnp.ones((8,), jnp.complex64))
+    z = (jnp.arange(8) + 1j * jnp.arange(8)[::-1]).astype(jnp.complex64)
+    np.testing.assert_array_equal(np.asarray(ours(z)), np.asarray(theirs(z)))
 
 
 # ------------------------------------------------ training, checkpoints

@@ -15,10 +15,12 @@
 
 namespace jax_lngb {
 
-// y = (x - mean) * rstd * gamma + beta, with mean = sum(x) / H,
-// variance = sum((x - mean)^2) / H (two passes over the row, which stays in
-// cache) and rstd = 1 / sqrt(variance + epsilon). Writes mean and variance
-// (float32, one per row) for the backward.
+// y = (x - mean) * rstd * gamma + beta over each row, with a shifted and
+// refined mean: m = ref + sum(x - ref) / H for ref the row's first element
+// (see shift_of in layer_norm_rows_isa.h), then, in the second pass,
+// variance = sum((x - m)^2) / H and mean = m + sum(x - m) / H (two passes
+// over the row, which stays in cache); rstd = 1 / sqrt(variance + epsilon).
+// Writes mean and variance (float32, one per row) for the backward.
 using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma,
                                const float* beta, float epsilon, bool stream, void* y, float* mean,
                                float* variance);

@@ -114,6 +114,22 @@ inline void group_row_sums(int n, int64_t H, Term&& term, float (*out)[kGroup]) 
   }
 }
 
+// The value a row's mean is taken relative to: its first element (widened),
+// or 0 when that is not finite (or the row is empty), which keeps the
+// unshifted sum and its Inf/NaN propagation. mean = ref + sum(x - ref) / H
+// is the mean of a shifted row, shifted back: for a row at offset c with
+// spread s, x - ref is exact while |c| >> s (Sterbenz), so the sum rounds at
+// the scale of s, not c, and the mean comes out within about half a float32
+// ulp of the true mean (the naive sum's partial sums of size H * c round at
+// the scale of H * c, several ulps of the mean for long rows). A function of
+// the row alone: the same bits on every ISA and thread count.
+template <typename T>
+inline float shift_of(const T* row, int64_t H) {
+  if (H == 0) return 0.0f;
+  const float r = to_float(row[0]);
+  return std::isfinite(r) ? r : 0.0f;
+}
+
 // kGroup rows at a time: each pass runs over the group's rows before the
 // next pass starts. A short row is mostly one serial chain (row sum, lane
 // tree, mean, second sum, tree, square root and division, output), and the
@@ -138,25 +154,41 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
         return load_n(x + (r0 + k) * H + c, w);
       }
     };
-    float m[1][kGroup], v[1][kGroup];
+    // The mean is taken relative to the row's first element (shift_of):
+    // rows far from zero then sum small, exactly representable differences
+    // instead of large values whose partial sums round.
+    float ref[kGroup];
+    for (int k = 0; k < n; ++k) ref[k] = shift_of(x + (r0 + k) * H, H);
+    float m[1][kGroup];
     group_row_sums<4, 1, kGroup>(
         n, H,
         [&](int k, int64_t c, int64_t w, Lanes* t) {
           const T* xr = x + (r0 + k) * H;
           prefetch_ahead(xr + c);
-          t[0] = load_n(xr + c, w);
-          if constexpr (kScratch) store_n(xs + k * H + c, t[0], w);
+          const Lanes xv = load_n(xr + c, w);
+          if constexpr (kScratch) store_n(xs + k * H + c, xv, w);
+          t[0] = xv - Lanes::splat(ref[k]);
         },
         m);
-    for (int k = 0; k < n; ++k) m[0][k] = m[0][k] / fh;
-    group_row_sums<4, 1, kGroup>(
+    for (int k = 0; k < n; ++k) m[0][k] = ref[k] + m[0][k] / fh;
+    // The second pass sums d^2 and d for d = x - m: the variance about m,
+    // and sum(d) / H = (true mean - m), which refines m (a correction far
+    // below m's ulp for rows far from zero, where m is already rounded
+    // right; the rounding of the shifted sum, |ref - mean| * H large, for
+    // rows near zero). Two accumulators per sum: four chains, as before.
+    float v[2][kGroup];
+    group_row_sums<2, 2, kGroup>(
         n, H,
         [&](int k, int64_t c, int64_t w, Lanes* t) {
           const Lanes d = row(k, c, w) - Lanes::splat(m[0][k]);
           t[0] = d * d;
+          t[1] = d;
         },
         v);
-    for (int k = 0; k < n; ++k) v[0][k] = v[0][k] / fh;
+    for (int k = 0; k < n; ++k) {
+      m[0][k] = m[0][k] + v[1][k] / fh;
+      v[0][k] = v[0][k] / fh;
+    }
     for (int k = 0; k < n; ++k) {
       T* yr = y + (r0 + k) * H;
       const Lanes mv = Lanes::splat(m[0][k]);
