@@ -78,6 +78,7 @@ __all__ = [
     "__version__",
     "ascend",
     "export",
+    "host_memory",
     "layer_norm",
     "layer_norm_backward_p",
     "layer_norm_backward_ref",
