@@ -85,7 +85,7 @@ def collect_info() -> dict[str, Any]:
     import jax
     import jaxlib
 
-    from . import __version__, _native
+    from . import __version__, _native, host_memory
 
     cpu = _native._cpu
     supported = getattr(cpu, "supported_isa", None)
@@ -114,6 +114,7 @@ def collect_info() -> dict[str, Any]:
             "cpu": {"ffi_targets": list(_native.register_cpu_targets())},
             "ascend": _ascend_info(),
         },
+        "host_memory": host_memory.status(),
         "jax_default_backend": jax.default_backend(),
         "integrations": integrations,
     }
@@ -150,6 +151,9 @@ def _print_info(info: dict[str, Any]) -> None:
             f"NPU handler compiled: {show(asc['npu_handler_compiled'], 'unknown')})"
         )
     print("  every other platform: the jax.numpy lowering of the same math")
+    from .host_memory import summary
+
+    print(f"host memory retention (JAX_LNGB_RETAIN_HOST_MEMORY): {summary(info['host_memory'])}")
     print(f"JAX default backend: {info['jax_default_backend']}")
     print("integrations:")
     for dist, entry in info["integrations"].items():
