@@ -1,0 +1,333 @@
+"""`RMSNorm` drop-ins for Flax, linen (`jax_lngb.flax.RMSNorm`) and nnx
+(`jax_lngb.nnx.RMSNorm`), whose forward and backward run `rms_norm`.
+
+Each *is* the Flax class (a subclass; only `__call__` differs): the same
+attributes / constructor with the same defaults (`epsilon=1e-6`,
+`dtype=None`, `param_dtype=float32`, `use_scale=True`, `scale_init=ones`,
+`reduction_axes=-1`, `feature_axes=-1`, `axis_name`, `axis_index_groups`,
+`use_fast_variance`, linen's `force_float32_reductions`, nnx's
+`num_features`, `promote_dtype`, `rngs`, `scale_metadata`), the same `scale`
+parameter (name, shape, initializer, dtype) and, in linen, the same
+auto-generated module name (`RMSNorm_0`, ...), so checkpoints of a Flax
+model load unchanged.
+
+Flax's RMSNorm computes, over `reduction_axes`,
+
+    y = x * (rsqrt(mean(x^2) + epsilon) * scale)
+
+with the mean of squares in the statistics dtype (float32 for float32 and
+16-bit work, as `force_float32_reductions=True` and nnx always do), the
+arithmetic after it in the promotion of x, the statistics and the scale,
+and the result cast to `dtype` (None: the promotion of x and the scale).
+`use_fast_variance` changes nothing for RMSNorm (there is no mean to
+subtract). Whenever all of that is float32 work the kernel computes the
+same value to float32 rounding (its y = (x * rstd) * scale associates the
+product the other way), rounded once to the output dtype; every other call
+runs Flax's own `__call__`, so it behaves exactly as Flax does, errors
+included. DECISION_TABLE lists the rules in the order they are tried.
+
+Any reduction axes map onto `rms_norm`'s last-axis form when every feature
+axis is also a reduction axis: the reduction axes move last (in order) and
+flatten into H, the scale broadcasts over the reduced block and flattens the
+same way, and autodiff of the broadcast sums its gradient back.
+
+Importing this module imports Flax (linen and nnx); `import jax_lngb` does
+not import it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+try:
+    import flax.linen as nn
+    from flax import nnx as _nnx
+    from flax.linen import dtypes as _linen_dtypes
+    from flax.nnx.nn import dtypes as _nnx_dtypes
+except ImportError as e:
+    raise ImportError(
+        "jax_lngb's Flax RMSNorm needs Flax, which is not installed: install it with "
+        "`pip install 'jax_lngb[flax]'` (or `pip install flax`). "
+        f"Cause: {e}"
+    ) from e
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._validate import KERNEL_DTYPES, check_epsilon
+from .rms_norm import rms_norm
+
+__all__ = ["DECISION_TABLE", "NnxRMSNorm", "RMSNorm"]
+
+_F32 = np.dtype(jnp.float32)
+
+# (condition, where the call goes), in the order `kernel_declines` tries them.
+DECISION_TABLE = (
+    ("x is not an array (no .ndim / .dtype), is a scalar, or is empty", "Flax"),
+    ("mask is given", "Flax"),
+    ("axis_name is set (statistics averaged across devices; axis_index_groups with it)", "Flax"),
+    ("reduction_axes / feature_axes are not valid integer axes of x", "Flax (its own error)"),
+    ("a feature axis is not among the reduction axes", "Flax"),
+    ("the scale's size does not match the feature axes (nnx num_features)", "Flax (its own error)"),
+    ("x is bool, complex or float64 (under jax_enable_x64)", "Flax"),
+    ("the statistics dtype is not float32 (linen force_float32_reductions=False with a "
+     "16-bit or integer dtype/input; float64 dtype)", "Flax"),
+    ("x, the statistics or the scale bring in float64 or complex arithmetic", "Flax"),
+    ("the output dtype is not float32, float16 or bfloat16", "Flax"),
+    ("epsilon is not a static finite float >= 0 (finite in float32)", "Flax"),
+    ("otherwise: float32/float16/bfloat16/integer x, any reduction axes holding the "
+     "feature axes, use_scale either way, use_fast_variance either way, scale and "
+     "dtype in float32/float16/bfloat16", "the kernel"),
+)
+
+
+def canonical_axes(axes: Any, ndim: int) -> tuple[int, ...] | None:
+    """Flax's axis canonicalization (deduplicated, non-negative, in the
+    iteration order of the set Flax builds: the linen scale's shape is read
+    off it), or None when `axes` are not valid integer axes of rank `ndim`."""
+    if not isinstance(axes, Iterable):
+        axes = (axes,)
+    axes = tuple(axes)
+    for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            return None
+    return tuple({ndim + int(a) if a < 0 else int(a) for a in axes})
+
+
+def kernel_declines(
+    x: Any,
+    *,
+    mask: Any,
+    axis_name: Any,
+    reduction_axes: Any,
+    feature_axes: Any,
+    epsilon: Any,
+    stats_dtype: Any,
+    scale_dtype: Any,
+    out_dtype: Any,
+    scale_size: int | None = None,
+) -> str | None:
+    """Why the kernel does not serve this call (the caller then runs Flax's
+    own `__call__`), or None when it does.
+
+    Args:
+      x: the input as Flax's arithmetic sees it (nnx: after promote_dtype).
+      mask, axis_name: Flax's call argument and attribute.
+      reduction_axes, feature_axes, epsilon: the module's attributes.
+      stats_dtype: the dtype Flax computes the mean of squares in.
+      scale_dtype: the scale's dtype in Flax's arithmetic (None: no scale).
+      out_dtype: the output dtype Flax's rules give, or None when they fail.
+      scale_size: the scale's size where it is fixed already (nnx).
+    """
+    if not hasattr(x, "ndim") or not hasattr(x, "dtype") or x.ndim == 0 or x.size == 0:
+        return "x is not a non-empty array of rank >= 1"
+    if mask is not None:
+        return "mask"
+    if axis_name is not None:
+        return "axis_name"
+    red = canonical_axes(reduction_axes, x.ndim)
+    feat = canonical_axes(feature_axes, x.ndim)
+    if red is None or feat is None:
+        return "invalid axes"
+    if not set(feat) <= set(red):
+        return "feature axes outside the reduction axes"
+    if scale_size is not None and scale_size != math.prod(x.shape[a] for a in feat):
+        return "scale size does not match the feature axes"
+    x_dtype = np.dtype(jnp.result_type(x))
+    if not (x_dtype in KERNEL_DTYPES or (np.issubdtype(x_dtype, np.integer) and x_dtype != np.bool_)):
+        return f"{x_dtype.name} input"
+    if np.dtype(stats_dtype) != _F32:
+        return f"{np.dtype(stats_dtype).name} statistics"
+    dtypes = [x_dtype, stats_dtype] + ([scale_dtype] if scale_dtype is not None else [])
+    try:
+        arith = np.dtype(jnp.promote_types(jnp.result_type(*dtypes), jnp.float32))
+    except TypeError:
+        return "dtypes without a common promotion"
+    if arith != _F32:
+        return f"{arith.name} arithmetic"
+    if out_dtype is None or np.dtype(out_dtype) not in KERNEL_DTYPES:
+        return "output dtype"
+    try:
+        check_epsilon("", epsilon)
+    except (TypeError, ValueError):
+        return "epsilon"
+    return None
+
+
+def flax_rms_norm(
+    x: jax.Array,
+    scale: jax.Array | None,
+    *,
+    reduction_axes: Any,
+    feature_axes: Any,
+    epsilon: float,
+    out_dtype: Any,
+) -> jax.Array:
+    """Flax's RMSNorm output for `x`, computed by `rms_norm`.
+
+    Args:
+      x: an input kernel_declines accepted.
+      scale: the scale as Flax's arithmetic uses it (its size is the product
+        of the feature axes' sizes), or None.
+      reduction_axes, feature_axes: as the Flax module holds them.
+      epsilon: added to the mean of squares.
+      out_dtype: the output dtype Flax's dtype rules give for this call.
+    """
+    red = canonical_axes(reduction_axes, x.ndim)
+    feat = canonical_axes(feature_axes, x.ndim)
+    assert red is not None and feat is not None and set(feat) <= set(red), "kernel_declines said no"
+    out_dtype = np.dtype(out_dtype)
+    # rms_norm rounds its float32 result once to its input's dtype: hand it
+    # x in the output dtype when that holds x exactly, else in float32 (then
+    # the one rounding is the cast below).
+    if np.dtype(x.dtype) in KERNEL_DTYPES and np.dtype(jnp.promote_types(x.dtype, out_dtype)) == out_dtype:
+        x_in = x.astype(out_dtype)
+    else:
+        x_in = x.astype(jnp.float32)
+
+    # Move the reduction axes last (in order) and flatten them into H.
+    red_sorted = sorted(red)
+    keep = [a for a in range(x.ndim) if a not in red]
+    perm = keep + red_sorted
+    identity = perm == list(range(x.ndim))
+    xt = x_in if identity else jnp.transpose(x_in, perm)
+    lead = xt.shape[: len(keep)]
+    h = math.prod(xt.shape[len(keep):])
+
+    if scale is None:
+        gamma = jnp.ones((h,), jnp.float32)
+    else:
+        feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
+        block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
+        # float32, as in Flax's `mul *= scale`: the gradient stays float32
+        # until it meets the parameter's own dtype.
+        gamma = jnp.broadcast_to(scale.astype(jnp.float32).reshape(feature_shape), block_shape)
+        if not identity:
+            gamma = jnp.transpose(gamma, perm)
+        gamma = gamma.reshape(h)
+    y = rms_norm(xt.reshape(*lead, h), gamma, epsilon=float(epsilon)).reshape(xt.shape)
+    if not identity:
+        y = jnp.transpose(y, np.argsort(perm))
+    return y.astype(out_dtype)
+
+
+class RMSNorm(nn.RMSNorm):
+    """`flax.linen.RMSNorm` computed by `rms_norm` (see the module
+    docstring); exported as `jax_lngb.flax.RMSNorm`. The class name is
+    Flax's own because linen derives the auto-generated module name
+    (`RMSNorm_0`, the checkpoint key) from it."""
+
+    @nn.compact
+    def __call__(self, x: Any, *, mask: jax.Array | None = None) -> jax.Array:
+        """Normalizes `x` over `reduction_axes`; same contract as Flax's."""
+        # Decided before the scale is created: Flax creates it only once.
+        if self._declines(x, mask) is not None:
+            return super().__call__(x, mask=mask)
+        x = jnp.asarray(x)
+        feat = canonical_axes(self.feature_axes, x.ndim)
+        scale = None
+        if self.use_scale:
+            # Exactly Flax's call: the shape read off the canonical feature axes
+            # in Flax's order.
+            scale = self.param("scale", self.scale_init, [x.shape[a] for a in feat], self.param_dtype)
+            if not self.force_float32_reductions:
+                scale = jnp.asarray(scale, self.param_dtype)
+        out_dtype = _linen_dtypes.canonicalize_dtype(x, scale, dtype=self.dtype)
+        return flax_rms_norm(
+            x,
+            scale,
+            reduction_axes=self.reduction_axes,
+            feature_axes=self.feature_axes,
+            epsilon=self.epsilon,
+            out_dtype=out_dtype,
+        )
+
+    def _declines(self, x: Any, mask: Any) -> str | None:
+        """Why the kernel does not serve this call (None: it does), from the
+        dtypes Flax would use, without creating anything."""
+        if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
+            return "x is not an array"
+        x_dtype = jnp.result_type(x)
+        stats_dtype = self.dtype if self.dtype is not None else x_dtype
+        if self.force_float32_reductions:
+            stats_dtype = jnp.promote_types(stats_dtype, jnp.float32)
+        scale_dtype = None
+        feat = canonical_axes(self.feature_axes, x.ndim)
+        if self.use_scale and feat is not None:
+            if self.force_float32_reductions:
+                scale_dtype = self._scale_dtype([x.shape[a] for a in feat])
+            else:
+                scale_dtype = self.param_dtype
+        try:
+            args = [jnp.zeros((), x_dtype)] + ([jnp.zeros((), scale_dtype)] if scale_dtype is not None else [])
+            out_dtype = _linen_dtypes.canonicalize_dtype(*args, dtype=self.dtype)
+        except (TypeError, ValueError):
+            out_dtype = None
+        return kernel_declines(
+            x,
+            mask=mask,
+            axis_name=self.axis_name,
+            reduction_axes=self.reduction_axes,
+            feature_axes=self.feature_axes,
+            epsilon=self.epsilon,
+            stats_dtype=stats_dtype,
+            scale_dtype=scale_dtype,
+            out_dtype=out_dtype,
+        )
+
+    def _scale_dtype(self, shape: list[int]) -> Any:
+        """The dtype `self.param("scale", ...)` will return: the stored
+        value's when there is one, else what the initializer gives."""
+        if self.has_variable("params", "scale"):
+            return jnp.result_type(nn.meta.unbox(self.get_variable("params", "scale")))
+        try:
+            out = jax.eval_shape(lambda k: self.scale_init(k, shape, self.param_dtype), jax.random.key(0))
+            return nn.meta.unbox(out).dtype
+        except Exception:  # noqa: BLE001 - an initializer that needs a concrete key: Flax's dtype rule
+            return self.param_dtype
+
+
+class NnxRMSNorm(_nnx.RMSNorm):
+    """`flax.nnx.RMSNorm` computed by `rms_norm` (see the module docstring);
+    exported as `jax_lngb.nnx.RMSNorm` (nnx state is keyed by attribute
+    paths, not class names, so the name does not reach checkpoints)."""
+
+    def __call__(self, x: Any, mask: jax.Array | None = None) -> jax.Array:
+        """Normalizes `x` over `reduction_axes`; same contract as Flax's."""
+        if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
+            return super().__call__(x, mask)
+        scale = self.scale[...] if self.scale is not None else None
+        try:
+            # Flax's first step: x and the scale promoted together (to
+            # `dtype` when given) by the module's promote_dtype.
+            xp, scale = self.promote_dtype((x, scale), dtype=self.dtype)
+            xp = jnp.asarray(xp)
+            out_dtype = _nnx_dtypes.canonicalize_dtype(xp, scale, dtype=self.dtype)
+        except (TypeError, ValueError):
+            return super().__call__(x, mask)  # Flax's own error, if any
+        stats_dtype = jnp.promote_types(self.dtype if self.dtype is not None else xp.dtype, jnp.float32)
+        why = kernel_declines(
+            xp,
+            mask=mask,
+            axis_name=self.axis_name,
+            reduction_axes=self.reduction_axes,
+            feature_axes=self.feature_axes,
+            epsilon=self.epsilon,
+            stats_dtype=stats_dtype,
+            scale_dtype=scale.dtype if scale is not None else None,
+            out_dtype=out_dtype,
+            scale_size=scale.size if scale is not None else None,
+        )
+        if why is not None:
+            return super().__call__(x, mask)
+        return flax_rms_norm(
+            xp,
+            scale,
+            reduction_axes=self.reduction_axes,
+            feature_axes=self.feature_axes,
+            epsilon=self.epsilon,
+            out_dtype=out_dtype,
+        )
