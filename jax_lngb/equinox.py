@@ -50,7 +50,10 @@ import numpy as np
 from ._validate import KERNEL_DTYPES, check_epsilon
 from .norm import layer_norm
 
-__all__ = ["LayerNorm", "convert"]
+from ._equinox_rms import RMSNorm  # noqa: E402  (the RMSNorm drop-in, same rules)
+from ._equinox_rms import from_equinox as _rms_from_equinox  # noqa: E402
+
+__all__ = ["LayerNorm", "RMSNorm", "convert"]
 
 class _NoState:
     """Marks `state` as not passed (None is a value a caller may pass)."""
@@ -126,10 +129,13 @@ class LayerNorm(_eqx.nn.LayerNorm):
 
 
 def convert(tree: Any) -> Any:
-    """Returns `tree` with every `equinox.nn.LayerNorm` in it replaced by this
-    module's LayerNorm carrying the same parameters and settings."""
+    """Returns `tree` with every `equinox.nn.LayerNorm` and `equinox.nn.RMSNorm`
+    in it replaced by this module's drop-in carrying the same parameters and
+    settings."""
 
     def swap(node: Any) -> Any:
+        if isinstance(node, _eqx.nn.RMSNorm):
+            return _rms_from_equinox(node)
         if isinstance(node, _eqx.nn.LayerNorm) and not isinstance(node, LayerNorm):
             new = LayerNorm(node.shape, eps=node.eps, use_weight=node.use_weight, use_bias=node.use_bias)
             # Same fields, so the same tree: carry the leaves over as they are
@@ -139,4 +145,4 @@ def convert(tree: Any) -> Any:
             return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(new, is_leaf=is_none), leaves)
         return node
 
-    return jax.tree_util.tree_map(swap, tree, is_leaf=lambda n: isinstance(n, _eqx.nn.LayerNorm))
+    return jax.tree_util.tree_map(swap, tree, is_leaf=lambda n: isinstance(n, (_eqx.nn.LayerNorm, _eqx.nn.RMSNorm)))

@@ -53,7 +53,9 @@ import jax.numpy as jnp
 
 from ._flax_norm import canonical_axes, flax_layer_norm, kernel_declines
 
-__all__ = ["LayerNorm"]
+from ._flax_rms import RMSNorm  # noqa: E402  (the RMSNorm drop-in, same rules)
+
+__all__ = ["LayerNorm", "RMSNorm"]
 
 
 class LayerNorm(nn.LayerNorm):

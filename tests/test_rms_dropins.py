@@ -580,3 +580,20 @@ def test_equinox_jitted_training_follows_equinox():
     p_o, loss_o, text = train(loss, ours, batches)
     assert BWD_TARGET in text
     assert_same_training(p_o, p_t, theirs, loss_o, loss_t, F32)
+
+
+def test_the_public_modules_export_the_rms_drop_ins():
+    import equinox as _eqx
+
+    import jax_lngb.equinox as jeqx
+    import jax_lngb.flax as jflax
+    import jax_lngb.nnx as jnnx
+
+    assert issubclass(jflax.RMSNorm, nn.RMSNorm) and "RMSNorm" in jflax.__all__
+    assert issubclass(jnnx.RMSNorm, nnx.RMSNorm) and "RMSNorm" in jnnx.__all__
+    assert issubclass(jeqx.RMSNorm, _eqx.nn.RMSNorm) and "RMSNorm" in jeqx.__all__
+    model = [_eqx.nn.RMSNorm(8), _eqx.nn.LayerNorm(8)]
+    converted = jeqx.convert(model)
+    assert isinstance(converted[0], jeqx.RMSNorm) and isinstance(converted[1], jeqx.LayerNorm)
+    x = jnp.linspace(-1.0, 2.0, 8)
+    np.testing.assert_allclose(converted[0](x), model[0](x), rtol=1e-6, atol=1e-6)
