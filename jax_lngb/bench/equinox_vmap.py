@@ -13,7 +13,7 @@ all, otherwise slows the next one); the figure is the median of the timed
 calls. Also checks that the three agree (max abs difference of each
 output against the flat call, in float32).
 
-    PYTHONPATH=$PWD python scripts/bench_vmap.py --shape 16x512x768 --dtypes f32 bf16 --reps 20
+    python -m jax_lngb.bench.equinox_vmap --shape 16x512x768 --dtypes f32 bf16 --reps 20   (needs Equinox)
 """
 
 from __future__ import annotations
