@@ -303,7 +303,9 @@ class NnxRMSNorm(_nnx.RMSNorm):
         try:
             # Flax's first step: x and the scale promoted together (to
             # `dtype` when given) by the module's promote_dtype.
-            xp, scale = self.promote_dtype((x, scale), dtype=self.dtype)
+            # (Flax releases before the module attribute had the function only.)
+            promote = getattr(self, "promote_dtype", _nnx_dtypes.promote_dtype)
+            xp, scale = promote((x, scale), dtype=self.dtype)
             xp = jnp.asarray(xp)
             out_dtype = _nnx_dtypes.canonicalize_dtype(xp, scale, dtype=self.dtype)
         except (TypeError, ValueError):
