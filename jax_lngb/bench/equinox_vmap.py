@@ -7,7 +7,7 @@ dweight and dbias (every output of the VJP used) for:
   eqx          jax.vmap(jax.vmap(equinox.nn.LayerNorm(H)))  (XLA autodiff)
   flat         jax_lngb.layer_norm on x reshaped to [B * T, H]
 
-Rounds interleave the implementations, with a 50 ms busy pause before each
+Rounds interleave the implementations (each round in a rotated order), with a 50 ms busy pause before each
 timed call (what one implementation leaves behind, XLA's temporaries above
 all, otherwise slows the next one); the figure is the median of the timed
 calls. Also checks that the three agree (max abs difference of each
@@ -76,8 +76,11 @@ def run(shape, dtype, reps, warmup):
         for _ in range(warmup):
             outs[name] = jax.block_until_ready(fn(model, x, ct))
     times = {name: [] for name in impls}
-    for _ in range(reps):
-        for name, (fn, model) in impls.items():
+    names = list(impls)
+    for r in range(reps):
+        # Each round in another order: no implementation always follows the same one.
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn, model = impls[name]
             _settle()
             t0 = time.perf_counter()
             jax.block_until_ready(fn(model, x, ct))
