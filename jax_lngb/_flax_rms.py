@@ -38,7 +38,6 @@ not import it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 try:
@@ -57,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._flax_norm import canonical_axes
 from ._validate import KERNEL_DTYPES, check_epsilon
 from .rms_norm import rms_norm
 
@@ -82,19 +82,6 @@ DECISION_TABLE = (
      "feature axes, use_scale either way, use_fast_variance either way, scale and "
      "dtype in float32/float16/bfloat16", "the kernel"),
 )
-
-
-def canonical_axes(axes: Any, ndim: int) -> tuple[int, ...] | None:
-    """Flax's axis canonicalization (deduplicated, non-negative, in the
-    iteration order of the set Flax builds: the linen scale's shape is read
-    off it), or None when `axes` are not valid integer axes of rank `ndim`."""
-    if not isinstance(axes, Iterable):
-        axes = (axes,)
-    axes = tuple(axes)
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            return None
-    return tuple({ndim + int(a) if a < 0 else int(a) for a in axes})
 
 
 def kernel_declines(
