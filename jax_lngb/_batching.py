@@ -22,11 +22,16 @@ G leading axes (``batch_dims`` of them) are independent problems:
   mapped are broadcast: row operands and per-row statistics to the new group
   axis, parameters to one [H] row per group ([*G, H], the layout the row
   partitioning of `_partitioning` describes; it costs G * H values).
+
+`row_wise_batcher` puts the two together for the primitives whose every
+output is per row (LayerNorm's and RMSNorm's forward, tangent and
+LayerNormGrad / RmsNormGrad); the reductions write their own batchers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -94,3 +99,21 @@ def move_to_groups(
             a = jnp.broadcast_to(a.reshape((size,) + (1,) * batch_dims + (h,)), (size, *groups, h))
         out.append(a)
     return out
+
+
+def row_wise_batcher(prim: Any, kinds: Sequence[str]) -> Callable[..., Any]:
+    """A vmap rule for `prim` (multiple results, every one per row, a
+    ``batch_dims`` parameter): the mapped axis is more rows when no
+    parameter operand is mapped, a new group axis otherwise."""
+    kinds = tuple(kinds)
+
+    def batch(args, dims, *, batch_dims, **params):
+        folded = fold_into_rows(args, dims, kinds, batch_dims)
+        if folded is not None:
+            outs = prim.bind(*folded, batch_dims=batch_dims, **params)
+            return outs, (batch_dims,) * len(outs)
+        moved = move_to_groups(args, dims, kinds, batch_dims)
+        outs = prim.bind(*moved, batch_dims=batch_dims + 1, **params)
+        return outs, (0,) * len(outs)
+
+    return batch

@@ -32,7 +32,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _native
 from ._avals import derived_aval
-from ._batching import PARAM, ROWS, fold_into_rows, move_to_groups
+from ._batching import PARAM, ROWS, row_wise_batcher
 from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ._partitioning import ROWS as ROWS_ROLE
 from ._ffi_call import apply_impl, cpu_lowering
@@ -152,18 +152,8 @@ ad.primitive_jvps[layer_norm_forward_p] = _jvp
 # ------------------------------------------------------------------ batching
 
 
-def _batch(args, dims, *, epsilon, batch_dims, backward):
-    # Every output is per row: with the parameters shared (not mapped), the
-    # mapped axis is more rows of the same problem (see _batching).
-    folded = fold_into_rows(args, dims, (ROWS, PARAM, PARAM), batch_dims)
-    if folded is not None:
-        outs = layer_norm_forward_p.bind(*folded, epsilon=epsilon, batch_dims=batch_dims, backward=backward)
-        return outs, (batch_dims, batch_dims, batch_dims)
-    moved = move_to_groups(args, dims, (ROWS, PARAM, PARAM), batch_dims)
-    outs = layer_norm_forward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
-    return outs, (0, 0, 0)
-
-
-batching.primitive_batchers[layer_norm_forward_p] = _batch
+# Every output is per row: with the parameters shared (not mapped), the
+# mapped axis is more rows of the same problem (see _batching).
+batching.primitive_batchers[layer_norm_forward_p] = row_wise_batcher(layer_norm_forward_p, (ROWS, PARAM, PARAM))
 
 _native.register_cpu_targets()

@@ -32,11 +32,10 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _native
 from ._avals import derived_aval
-from ._batching import PARAM, ROWS, move_to_groups
+from ._batching import PARAM, ROWS, row_wise_batcher
 from ._ffi_call import apply_impl, cpu_lowering
 from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ._partitioning import ROWS as ROWS_ROLE
-from ._rms_batching import join_rows, params_unmapped
 from ._rms_formulas import forward_jnp
 from ._validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
 
@@ -137,17 +136,8 @@ ad.primitive_jvps[rms_norm_forward_p] = _jvp
 _KINDS = (ROWS, PARAM)
 
 
-def _batch(args, dims, *, epsilon, batch_dims, backward):
-    if params_unmapped(dims, _KINDS):
-        # y and rstd are per row: the mapped axis is more rows (_rms_batching).
-        moved = join_rows(args, dims, _KINDS, batch_dims)
-        outs = rms_norm_forward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims, backward=backward)
-        return outs, (batch_dims, batch_dims)
-    moved = move_to_groups(args, dims, _KINDS, batch_dims)
-    outs = rms_norm_forward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
-    return outs, (0, 0)
-
-
-batching.primitive_batchers[rms_norm_forward_p] = _batch
+# y and rstd are per row: with gamma not mapped the mapped axis is more
+# rows, and AD then sums dgamma over all of them (see _batching).
+batching.primitive_batchers[rms_norm_forward_p] = row_wise_batcher(rms_norm_forward_p, _KINDS)
 
 _native.register_cpu_targets()

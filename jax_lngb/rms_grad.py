@@ -12,7 +12,7 @@ an Ascend NPU). On the CPU a C++ kernel writes both outputs in one pass over
 row blocks; elsewhere the jax.numpy formulas run.
 
 Row-wise in every output, so vmap with an unmapped gamma joins the rows
-(`_rms_batching`), and on a mesh each device works on its own rows.
+(`_batching.row_wise_batcher`), and on a mesh each device works on its own rows.
 
 Parameters of the primitive:
     batch_dims: leading axes that are independent problems; gamma [*G, H].
@@ -28,11 +28,10 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _native
 from ._avals import derived_aval
-from ._batching import PARAM, ROWS, move_to_groups
+from ._batching import PARAM, ROWS, row_wise_batcher
 from ._ffi_call import apply_impl
 from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ._partitioning import ROWS as ROWS_ROLE
-from ._rms_batching import join_rows, params_unmapped
 from ._rms_formulas import grad_jnp
 from .rms_backward import check_backward_operands
 
@@ -95,14 +94,7 @@ ad.primitive_jvps[rms_norm_grad_p] = _jvp
 _KINDS = (ROWS, ROWS, ROWS, PARAM)
 
 
-def _batch(args, dims, *, batch_dims):
-    if params_unmapped(dims, _KINDS):
-        moved = join_rows(args, dims, _KINDS, batch_dims)
-        return rms_norm_grad_p.bind(*moved, batch_dims=batch_dims), (batch_dims, batch_dims)
-    moved = move_to_groups(args, dims, _KINDS, batch_dims)
-    return rms_norm_grad_p.bind(*moved, batch_dims=batch_dims + 1), (0, 0)
-
-
-batching.primitive_batchers[rms_norm_grad_p] = _batch
+# dx and res_for_gamma are per row (see _batching).
+batching.primitive_batchers[rms_norm_grad_p] = row_wise_batcher(rms_norm_grad_p, _KINDS)
 
 _native.register_cpu_targets()

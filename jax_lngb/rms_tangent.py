@@ -29,9 +29,8 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from ._avals import derived_aval, psum_to_match
-from ._batching import PARAM, ROWS, move_to_groups
+from ._batching import PARAM, ROWS, row_wise_batcher
 from ._ffi_call import apply_impl
-from ._rms_batching import join_rows, params_unmapped
 from ._rms_formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
 from ._validate import (
     KERNEL_DTYPES,
@@ -159,16 +158,6 @@ ad.primitive_transposes[rms_norm_tangent_p] = _transpose
 # ------------------------------------------------------------------ batching
 
 
-def _batch(args, dims, *, batch_dims, backward):
-    if params_unmapped(dims, _KINDS):
-        # t_y and t_rstd are per row: the mapped axis is more rows, and the
-        # transpose then sums dgamma over all of them (_rms_batching).
-        moved = join_rows(args, dims, _KINDS, batch_dims)
-        outs = rms_norm_tangent_p.bind(*moved, batch_dims=batch_dims, backward=backward)
-        return outs, (batch_dims, batch_dims)
-    moved = move_to_groups(args, dims, _KINDS, batch_dims)
-    outs = rms_norm_tangent_p.bind(*moved, batch_dims=batch_dims + 1, backward=backward)
-    return outs, (0, 0)
-
-
-batching.primitive_batchers[rms_norm_tangent_p] = _batch
+# t_y and t_rstd are per row: with gamma not mapped the mapped axis is more
+# rows, and the transpose sums dgamma over all of them (see _batching).
+batching.primitive_batchers[rms_norm_tangent_p] = row_wise_batcher(rms_norm_tangent_p, _KINDS)

@@ -33,7 +33,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from ._avals import derived_aval, psum_to_match
-from ._batching import PARAM, ROWS, fold_into_rows, move_to_groups
+from ._batching import PARAM, ROWS, row_wise_batcher
 from ._ffi_call import apply_impl
 from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
 from ._validate import (
@@ -177,16 +177,6 @@ ad.primitive_transposes[layer_norm_tangent_p] = _transpose
 # ------------------------------------------------------------------ batching
 
 
-def _batch(args, dims, *, epsilon, batch_dims, backward):
-    # Every output is per row: with the parameters shared (not mapped), the
-    # mapped axis is more rows of the same problem (see _batching).
-    folded = fold_into_rows(args, dims, _KINDS, batch_dims)
-    if folded is not None:
-        outs = layer_norm_tangent_p.bind(*folded, epsilon=epsilon, batch_dims=batch_dims, backward=backward)
-        return outs, (batch_dims, batch_dims, batch_dims)
-    moved = move_to_groups(args, dims, _KINDS, batch_dims)
-    outs = layer_norm_tangent_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, backward=backward)
-    return outs, (0, 0, 0)
-
-
-batching.primitive_batchers[layer_norm_tangent_p] = _batch
+# Every output is per row: with the parameters shared (not mapped), the
+# mapped axis is more rows of the same problem (see _batching).
+batching.primitive_batchers[layer_norm_tangent_p] = row_wise_batcher(layer_norm_tangent_p, _KINDS)
