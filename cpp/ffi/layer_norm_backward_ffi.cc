@@ -22,37 +22,26 @@ ffi::Error BackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuff
                            ffi::Result<ffi::AnyBuffer> pd_gamma,
                            ffi::Result<ffi::AnyBuffer> pd_beta) {
   const auto dims = x.dimensions();
-  if (dims.size() < 1) return invalid("x must have rank >= 1");
-  const auto t = ffi_util::to_dtype(x.element_type());
-  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
-  if (dy.element_type() != x.element_type() || !same_dims(dy.dimensions(), dims))
+  DType t;
+  if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
+  if (!ffi_util::like_rows(dy, x))
     return invalid("dy must match x " + dims_str(dims));
-  if (dx->element_type() != x.element_type() || !same_dims(dx->dimensions(), dims))
+  if (!ffi_util::like_rows(*dx, x))
     return invalid("dx buffer must match x " + dims_str(dims));
   for (const auto* s : {&variance, &mean}) {
-    if (s->element_type() != ffi::DataType::F32 || !ffi_util::is_row_stats(s->dimensions(), dims))
+    if (!ffi_util::like_row_stats(*s, x))
       return invalid("variance/mean must be float32 of shape x.shape[:-1]");
   }
   const auto out_dims = pd_gamma->dimensions();
   if (pd_gamma->element_type() != pd_beta->element_type() ||
       !same_dims(pd_beta->dimensions(), out_dims))
     return invalid("pd_gamma and pd_beta buffers differ");
-  const auto out_t = ffi_util::to_dtype(pd_gamma->element_type());
-  if (!out_t) return invalid("unsupported pd_gamma dtype");
-  if (out_dims.size() < 1 || out_dims.size() > dims.size() || out_dims.back() != dims.back())
-    return invalid("pd_gamma shape " + dims_str(out_dims) + " is not [*G, H] for x " +
-                   dims_str(dims));
-  for (size_t i = 0; i + 1 < out_dims.size(); ++i)
-    if (out_dims[i] != dims[i])
-      return invalid("pd_gamma group dims " + dims_str(out_dims) + " do not lead x " +
-                     dims_str(dims));
+  DType out_t;
+  if (auto e = ffi_util::reduced_out_layout(*pd_gamma, dims, &out_t); !e.empty()) return invalid(e);
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
-  if (lg.group_dims > 0 && !same_dims(gamma.dimensions(), out_dims))
-    return invalid("gamma " + dims_str(gamma.dimensions()) + " must be [H] or pd_gamma's shape " +
-                   dims_str(out_dims));
-  if (!ffi_util::valid_epsilon(epsilon))
-    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::gamma_matches_out(gamma, lg, out_dims); !e.empty()) return invalid(e);
+  if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap(
           {{"dx", &*dx}, {"pd_gamma", &*pd_gamma}, {"pd_beta", &*pd_beta}},
           {{"dy", &dy}, {"x", &x}, {"variance", &variance}, {"mean", &mean}, {"gamma", &gamma}});
@@ -62,8 +51,8 @@ ffi::Error BackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuff
   const int64_t rows = ffi_util::product(dims, out_dims.size() - 1, dims.size() - 1);
 
   LayerNormBackwardProblem p;
-  p.dtype = *t;
-  p.out_dtype = *out_t;
+  p.dtype = t;
+  p.out_dtype = out_t;
   p.dy = dy.untyped_data();
   p.x = x.untyped_data();
   p.variance = static_cast<const float*>(variance.untyped_data());

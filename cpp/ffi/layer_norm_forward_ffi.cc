@@ -11,20 +11,17 @@ namespace {
 namespace ffi = xla::ffi;
 using ffi_util::dims_str;
 using ffi_util::invalid;
-using ffi_util::same_dims;
 
 ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
                           ffi::AnyBuffer beta, float epsilon, ffi::Result<ffi::AnyBuffer> y,
                           ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance) {
   const auto dims = x.dimensions();
-  if (dims.size() < 1) return invalid("x must have rank >= 1");
-  const auto t = ffi_util::to_dtype(x.element_type());
-  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
-  if (y->element_type() != x.element_type() || !same_dims(y->dimensions(), dims))
+  DType t;
+  if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
+  if (!ffi_util::like_rows(*y, x))
     return invalid("y buffer must match x " + dims_str(dims));
   for (auto* s : {&mean, &variance}) {
-    if ((*s)->element_type() != ffi::DataType::F32 ||
-        !ffi_util::is_row_stats((*s)->dimensions(), dims))
+    if (!ffi_util::like_row_stats(**s, x))
       return invalid("mean/variance buffers must be float32 of shape x.shape[:-1]");
   }
   ffi_util::ParamLayout lg, lb;
@@ -32,8 +29,7 @@ ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer
   if (auto e = ffi_util::param_layout("beta", beta, dims, &lb); !e.empty()) return invalid(e);
   if (lg.group_dims > 0 && lb.group_dims > 0 && lg.group_dims != lb.group_dims)
     return invalid("gamma and beta have different group axes");
-  if (!ffi_util::valid_epsilon(epsilon))
-    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap({{"y", &*y}, {"mean", &*mean}, {"variance", &*variance}},
                                        {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}});
       !e.empty())
@@ -42,7 +38,7 @@ ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer
   const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
 
   LayerNormForwardProblem p;
-  p.dtype = *t;
+  p.dtype = t;
   p.x = x.untyped_data();
   p.gamma = static_cast<const float*>(gamma.untyped_data());
   p.beta = static_cast<const float*>(beta.untyped_data());

@@ -11,30 +11,27 @@ namespace {
 namespace ffi = xla::ffi;
 using ffi_util::dims_str;
 using ffi_util::invalid;
-using ffi_util::same_dims;
 
 ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x,
                        ffi::AnyBuffer variance, ffi::AnyBuffer mean, ffi::AnyBuffer gamma,
                        float epsilon, ffi::Result<ffi::AnyBuffer> pd_x,
                        ffi::Result<ffi::AnyBuffer> res) {
   const auto dims = x.dimensions();
-  if (dims.size() < 1) return invalid("x must have rank >= 1");
-  const auto t = ffi_util::to_dtype(x.element_type());
-  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
-  if (dy.element_type() != x.element_type() || !same_dims(dy.dimensions(), dims))
+  DType t;
+  if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
+  if (!ffi_util::like_rows(dy, x))
     return invalid("dy must match x " + dims_str(dims));
   for (const auto* s : {&variance, &mean}) {
-    if (s->element_type() != ffi::DataType::F32 || !ffi_util::is_row_stats(s->dimensions(), dims))
+    if (!ffi_util::like_row_stats(*s, x))
       return invalid("variance/mean must be float32 of shape x.shape[:-1]");
   }
   for (auto* o : {&pd_x, &res}) {
-    if ((*o)->element_type() != x.element_type() || !same_dims((*o)->dimensions(), dims))
+    if (!ffi_util::like_rows(**o, x))
       return invalid("pd_x/res_for_gamma buffers must match x " + dims_str(dims));
   }
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
-  if (!ffi_util::valid_epsilon(epsilon))
-    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap(
           {{"pd_x", &*pd_x}, {"res_for_gamma", &*res}},
           {{"dy", &dy}, {"x", &x}, {"variance", &variance}, {"mean", &mean}, {"gamma", &gamma}});
@@ -43,7 +40,7 @@ ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x
   const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
 
   LayerNormGradProblem p;
-  p.dtype = *t;
+  p.dtype = t;
   p.dy = dy.untyped_data();
   p.x = x.untyped_data();
   p.variance = static_cast<const float*>(variance.untyped_data());

@@ -58,4 +58,55 @@ inline int64_t product(ffi::Span<const int64_t> d, size_t begin, size_t end) {
   return n;
 }
 
+// The row operand x every norm handler starts from: rank >= 1 and a
+// supported dtype, set in *t. Returns the message on failure.
+inline std::string row_operand(const ffi::AnyBuffer& x, DType* t) {
+  if (x.dimensions().size() < 1) return "x must have rank >= 1";
+  const auto dt = to_dtype(x.element_type());
+  if (!dt) return "unsupported x dtype (need float32, float16 or bfloat16)";
+  *t = *dt;
+  return {};
+}
+
+// Whether a buffer has x's dtype and shape (dy, y, dx, res_for_gamma).
+inline bool like_rows(const ffi::AnyBuffer& b, const ffi::AnyBuffer& x) {
+  return b.element_type() == x.element_type() && same_dims(b.dimensions(), x.dimensions());
+}
+
+// Whether a buffer is float32 of shape x.shape[:-1] (mean, variance, rstd).
+inline bool like_row_stats(const ffi::AnyBuffer& s, const ffi::AnyBuffer& x) {
+  return s.element_type() == ffi::DataType::F32 && is_row_stats(s.dimensions(), x.dimensions());
+}
+
+// The epsilon check's message (empty when valid_epsilon).
+inline std::string epsilon_error(float eps) {
+  if (valid_epsilon(eps)) return {};
+  return "epsilon must be finite and >= 0; got " + std::to_string(eps);
+}
+
+// The fused backwards' reduced output (pd_gamma, and LayerNorm's pd_beta of
+// the same layout): [*G, H] for the rows' dims [*G, *rows, H], in a
+// supported dtype. On success sets *out_t and returns an empty string.
+inline std::string reduced_out_layout(const ffi::AnyBuffer& out, ffi::Span<const int64_t> row_dims,
+                                      DType* out_t) {
+  const auto d = out.dimensions();
+  const auto t = to_dtype(out.element_type());
+  if (!t) return "unsupported pd_gamma dtype";
+  if (d.size() < 1 || d.size() > row_dims.size() || d.back() != row_dims.back())
+    return "pd_gamma shape " + dims_str(d) + " is not [*G, H] for x " + dims_str(row_dims);
+  for (size_t i = 0; i + 1 < d.size(); ++i)
+    if (d[i] != row_dims[i]) return "pd_gamma group dims " + dims_str(d) + " do not lead x " + dims_str(row_dims);
+  *out_t = *t;
+  return {};
+}
+
+// A per-group gamma must have pd_gamma's shape (the batching rules give
+// both the same group axes).
+inline std::string gamma_matches_out(const ffi::AnyBuffer& gamma, const ParamLayout& lg,
+                                     ffi::Span<const int64_t> out_dims) {
+  if (lg.group_dims > 0 && !same_dims(gamma.dimensions(), out_dims))
+    return "gamma " + dims_str(gamma.dimensions()) + " must be [H] or pd_gamma's shape " + dims_str(out_dims);
+  return {};
+}
+
 }  // namespace jax_lngb::ffi_util

@@ -16,25 +16,17 @@ namespace {
 namespace ffi = xla::ffi;
 using ffi_util::dims_str;
 using ffi_util::invalid;
-using ffi_util::same_dims;
 
 // The checks both handlers share; on success fills dtype and gamma layout.
 std::string check_operands(const ffi::AnyBuffer& dy, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rstd,
                            const ffi::AnyBuffer& gamma, const ffi::AnyBuffer& dx, DType* t,
                            ffi_util::ParamLayout* lg) {
+  if (auto e = ffi_util::row_operand(x, t); !e.empty()) return e;
   const auto dims = x.dimensions();
-  if (dims.size() < 1) return "x must have rank >= 1";
-  const auto dt = ffi_util::to_dtype(x.element_type());
-  if (!dt) return "unsupported x dtype (need float32, float16 or bfloat16)";
-  if (dy.element_type() != x.element_type() || !same_dims(dy.dimensions(), dims))
-    return "dy must match x " + dims_str(dims);
-  if (dx.element_type() != x.element_type() || !same_dims(dx.dimensions(), dims))
-    return "dx buffer must match x " + dims_str(dims);
-  if (rstd.element_type() != ffi::DataType::F32 || !ffi_util::is_row_stats(rstd.dimensions(), dims))
-    return "rstd must be float32 of shape x.shape[:-1]";
-  if (auto e = ffi_util::param_layout("gamma", gamma, dims, lg); !e.empty()) return e;
-  *t = *dt;
-  return {};
+  if (!ffi_util::like_rows(dy, x)) return "dy must match x " + dims_str(dims);
+  if (!ffi_util::like_rows(dx, x)) return "dx buffer must match x " + dims_str(dims);
+  if (!ffi_util::like_row_stats(rstd, x)) return "rstd must be float32 of shape x.shape[:-1]";
+  return ffi_util::param_layout("gamma", gamma, dims, lg);
 }
 
 ffi::Error RmsGradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer rstd,
@@ -44,7 +36,7 @@ ffi::Error RmsGradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffe
   ffi_util::ParamLayout lg;
   if (auto e = check_operands(dy, x, rstd, gamma, *dx, &t, &lg); !e.empty()) return invalid(e);
   const auto dims = x.dimensions();
-  if (res_for_gamma->element_type() != x.element_type() || !same_dims(res_for_gamma->dimensions(), dims))
+  if (!ffi_util::like_rows(*res_for_gamma, x))
     return invalid("res_for_gamma buffer must match x " + dims_str(dims));
   if (auto e = ffi_util::first_overlap({{"dx", &*dx}, {"res_for_gamma", &*res_for_gamma}},
                                        {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}});
@@ -75,23 +67,16 @@ ffi::Error RmsBackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyB
   if (auto e = check_operands(dy, x, rstd, gamma, *dx, &t, &lg); !e.empty()) return invalid(e);
   const auto dims = x.dimensions();
   const auto out_dims = pd_gamma->dimensions();
-  const auto out_t = ffi_util::to_dtype(pd_gamma->element_type());
-  if (!out_t) return invalid("unsupported pd_gamma dtype");
-  if (out_dims.size() < 1 || out_dims.size() > dims.size() || out_dims.back() != dims.back())
-    return invalid("pd_gamma shape " + dims_str(out_dims) + " is not [*G, H] for x " + dims_str(dims));
-  for (size_t i = 0; i + 1 < out_dims.size(); ++i)
-    if (out_dims[i] != dims[i])
-      return invalid("pd_gamma group dims " + dims_str(out_dims) + " do not lead x " + dims_str(dims));
-  if (lg.group_dims > 0 && !same_dims(gamma.dimensions(), out_dims))
-    return invalid("gamma " + dims_str(gamma.dimensions()) + " must be [H] or pd_gamma's shape " +
-                   dims_str(out_dims));
+  DType out_t;
+  if (auto e = ffi_util::reduced_out_layout(*pd_gamma, dims, &out_t); !e.empty()) return invalid(e);
+  if (auto e = ffi_util::gamma_matches_out(gamma, lg, out_dims); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap({{"dx", &*dx}, {"pd_gamma", &*pd_gamma}},
                                        {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}});
       !e.empty())
     return invalid(e);
   RmsNormBackwardProblem p;
   p.dtype = t;
-  p.out_dtype = *out_t;
+  p.out_dtype = out_t;
   p.dy = dy.untyped_data();
   p.x = x.untyped_data();
   p.rstd = static_cast<const float*>(rstd.untyped_data());

@@ -11,28 +11,25 @@ namespace {
 namespace ffi = xla::ffi;
 using ffi_util::dims_str;
 using ffi_util::invalid;
-using ffi_util::same_dims;
 
 ffi::Error RmsForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma, float epsilon,
                              ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::AnyBuffer> rstd) {
   const auto dims = x.dimensions();
-  if (dims.size() < 1) return invalid("x must have rank >= 1");
-  const auto t = ffi_util::to_dtype(x.element_type());
-  if (!t) return invalid("unsupported x dtype (need float32, float16 or bfloat16)");
-  if (y->element_type() != x.element_type() || !same_dims(y->dimensions(), dims))
+  DType t;
+  if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
+  if (!ffi_util::like_rows(*y, x))
     return invalid("y buffer must match x " + dims_str(dims));
-  if (rstd->element_type() != ffi::DataType::F32 || !ffi_util::is_row_stats(rstd->dimensions(), dims))
+  if (!ffi_util::like_row_stats(*rstd, x))
     return invalid("rstd buffer must be float32 of shape x.shape[:-1]");
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
-  if (!ffi_util::valid_epsilon(epsilon))
-    return invalid("epsilon must be finite and >= 0; got " + std::to_string(epsilon));
+  if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap({{"y", &*y}, {"rstd", &*rstd}}, {{"x", &x}, {"gamma", &gamma}}); !e.empty())
     return invalid(e);
   const int64_t n = ffi_util::product(dims, 0, dims.size() - 1);
 
   RmsNormForwardProblem p;
-  p.dtype = *t;
+  p.dtype = t;
   p.x = x.untyped_data();
   p.gamma = static_cast<const float*>(gamma.untyped_data());
   p.gamma_stride = lg.stride;

@@ -1,8 +1,9 @@
 // ISA-specific bodies of the RMSNorm row kernels (see rms_norm_rows.h for
 // the math); included only by rms_norm_rows_isa.cc, which is compiled once
 // per instruction set. The row-walking helpers (for_block_pairs, put,
-// with_stream, stream_ok, group_row_sums) are the LayerNorm kernels' own, so
-// both families store, stream and associate their sums alike.
+// with_stream, stream_ok, group_row_sums, for_tile_rows) are
+// norm_rows_common.h's, shared with the LayerNorm kernels, so both families
+// store, stream and associate their sums alike.
 #pragma once
 
 #include <cmath>
@@ -10,7 +11,7 @@
 #include <type_traits>
 
 #include "lanes.h"
-#include "layer_norm_rows_isa.h"
+#include "norm_rows_common.h"
 #include "prefetch.h"
 #include "reduce_step.h"
 #include "rms_norm_rows.h"
@@ -250,20 +251,7 @@ void rms_grad_reduce_rows_impl(const T* dy, const T* x, const float* rstd, const
             });
       });
     };
-    switch (n) {
-      case 4:
-        if constexpr (kTile >= 4) sweep(std::integral_constant<int, 4>{});
-        break;
-      case 3:
-        if constexpr (kTile >= 3) sweep(std::integral_constant<int, 3>{});
-        break;
-      case 2:
-        if constexpr (kTile >= 2) sweep(std::integral_constant<int, 2>{});
-        break;
-      default:
-        sweep(std::integral_constant<int, 1>{});
-        break;
-    }
+    for_tile_rows<kTile>(n, sweep);
   }
 }
 
