@@ -47,22 +47,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import KERNEL_DTYPES, check_epsilon
+from ._equinox_common import NO_STATE as _NO_STATE
+from ._equinox_common import carry_leaves, dispatch, example_fits, params_and_eps_serve
+from ._validate import KERNEL_DTYPES
 from .rms_norm import rms_norm
 
 __all__ = ["RMSNorm", "from_equinox"]
-
-_F32 = np.dtype(jnp.float32)
-
-
-class _NoState:
-    """Marks `state` as not passed (None is a value a caller may pass)."""
-
-    def __repr__(self) -> str:
-        return "<no state>"
-
-
-_NO_STATE = _NoState()
 
 
 class RMSNorm(_eqx.nn.RMSNorm):
@@ -74,34 +64,11 @@ class RMSNorm(_eqx.nn.RMSNorm):
         `state` is passed through and `key` ignored, as in Equinox: with
         `state` the result is `(output, state)`.
         """
-        if not self._kernel_serves(x):
-            if state is _NO_STATE:
-                return super().__call__(x, key=key)
-            return super().__call__(x, state, key=key)
-        with jax.named_scope("jax_lngb.equinox.RMSNorm"):
-            out = self._normalize(jnp.asarray(x))
-        return out if state is _NO_STATE else (out, state)
+        return dispatch(self, super().__call__, x, state, key, "jax_lngb.equinox.RMSNorm")
 
     def _kernel_serves(self, x: Any) -> bool:
         """Whether Equinox's computation for `x` is one the kernel does."""
-        if not hasattr(x, "shape") or not hasattr(x, "dtype") or tuple(x.shape) != tuple(self.shape):
-            return False
-        if math.prod(self.shape) == 0 or np.dtype(x.dtype) not in KERNEL_DTYPES:
-            return False
-        for use, p in ((self.use_weight, self.weight), (self.use_bias, self.bias)):
-            if not use:
-                continue
-            if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(self.shape):
-                return False
-            # Equinox casts the parameter to float32 here; a float64 or complex
-            # parameter is left to Equinox (whose cast may warn or fail).
-            if np.dtype(jnp.promote_types(p.dtype, jnp.float32)) != _F32:
-                return False
-        try:
-            check_epsilon("", self.eps)
-        except (TypeError, ValueError):
-            return False
-        return True
+        return example_fits(self, x) and np.dtype(x.dtype) in KERNEL_DTYPES and params_and_eps_serve(self)
 
     def _normalize(self, x: jax.Array) -> jax.Array:
         n = math.prod(self.shape)
@@ -125,8 +92,4 @@ def from_equinox(layer: _eqx.nn.RMSNorm) -> RMSNorm:
     if isinstance(layer, RMSNorm):
         return layer
     new = RMSNorm(layer.shape, eps=layer.eps, use_weight=layer.use_weight, use_bias=layer.use_bias)
-    # Same fields, so the same tree: carry the leaves over (None counted as a
-    # leaf, so partitioned models convert too).
-    is_none = lambda v: v is None  # noqa: E731
-    leaves = jax.tree_util.tree_leaves(layer, is_leaf=is_none)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(new, is_leaf=is_none), leaves)
+    return carry_leaves(layer, new)

@@ -3,10 +3,9 @@
 
 Flax normalizes over `reduction_axes` and learns one scale/bias per element
 of `feature_axes`; `layer_norm` normalizes over the last axis with a [H]
-scale and bias. Any reduction axes map onto that form (move them last and
-flatten them into H) as long as every feature axis is also a reduction axis:
-then the parameters broadcast over the reduced block and flatten the same
-way, and autodiff of the broadcast sums their gradients back.
+scale and bias. `_flax_common` maps the one onto the other (as long as
+every feature axis is also a reduction axis) and holds the decision steps
+this module shares with the RMSNorm drop-ins (`_flax_rms`).
 
 `kernel_declines` says which calls the kernel does not serve (feature axes
 outside the reduction axes, masks, cross-device statistics, statistics or
@@ -20,18 +19,20 @@ computed with Flax's own helpers.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ._validate import KERNEL_DTYPES, check_epsilon
+from ._flax_common import canonical_axes  # noqa: F401  (jax_lngb.flax imports it from here)
+from ._flax_common import (
+    epsilon_declines,
+    normalize_as_rows,
+    stats_and_arith_declines,
+    structure_declines,
+)
+from ._validate import KERNEL_DTYPES
 from .norm import layer_norm
-
-_F32 = np.dtype(jnp.float32)
 
 # (condition, where the call goes): the rules kernel_declines applies, for
 # the documentation and the tests.
@@ -49,22 +50,6 @@ DECISION_TABLE = (
     ("otherwise (any reduction axes, use_fast_variance either way, use_scale/use_bias, "
      "dtype/param_dtype in float32/float16/bfloat16)", "the kernel"),
 )
-
-
-def canonical_axes(axes: Any, ndim: int) -> tuple[int, ...] | None:
-    """Flax's axis canonicalization (deduplicated, non-negative), or None when
-    `axes` are not valid integer axes of a rank-`ndim` input.
-
-    The order is Flax's (iteration order of the set it builds), because the
-    linen parameter shape is read off it.
-    """
-    if not isinstance(axes, Iterable):
-        axes = (axes,)
-    axes = tuple(axes)
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            return None
-    return tuple({ndim + int(a) if a < 0 else int(a) for a in axes})
 
 
 def kernel_declines(
@@ -94,36 +79,13 @@ def kernel_declines(
       param_sizes: the sizes of the scale/bias in use (each must match the
         feature axes).
     """
-    if not hasattr(x, "ndim") or not hasattr(x, "dtype") or x.ndim == 0 or x.size == 0:
-        return "x is not a non-empty array of rank >= 1"
-    if mask is not None:
-        return "mask"
-    if axis_name is not None:
-        return "axis_name"
-    red = canonical_axes(reduction_axes, x.ndim)
-    feat = canonical_axes(feature_axes, x.ndim)
-    if red is None or feat is None:
-        return "invalid axes"
-    if not set(feat) <= set(red):
-        return "feature axes outside the reduction axes"
-    n_feat = math.prod(x.shape[a] for a in feat)
-    if any(n != n_feat for n in param_sizes):
-        return "parameter sizes that do not match the feature axes"
-    if np.dtype(stats_dtype) != _F32:
-        return f"{np.dtype(stats_dtype).name} statistics"
-    try:
-        wanted = np.dtype(jnp.promote_types(jnp.result_type(*arith_dtypes), jnp.float32))
-    except TypeError:
-        return "dtypes without a common promotion"
-    if wanted != _F32:
-        return f"{wanted.name} arithmetic"
-    if out_dtype is not None and np.dtype(out_dtype) not in KERNEL_DTYPES:
-        return f"{np.dtype(out_dtype).name} output"
-    try:
-        check_epsilon("", epsilon)
-    except (TypeError, ValueError):
-        return "epsilon"
-    return None
+    why = structure_declines(x, mask=mask, axis_name=axis_name, reduction_axes=reduction_axes,
+                             feature_axes=feature_axes, param_sizes=param_sizes)
+    if why is None:
+        why = stats_and_arith_declines(stats_dtype, arith_dtypes)
+    if why is None and out_dtype is not None and np.dtype(out_dtype) not in KERNEL_DTYPES:
+        why = f"{np.dtype(out_dtype).name} output"
+    return why if why is not None else epsilon_declines(epsilon)
 
 
 def flax_layer_norm(
@@ -146,43 +108,7 @@ def flax_layer_norm(
       epsilon: added to the variance.
       out_dtype: the output dtype Flax's dtype rules give for this call.
     """
-    red = canonical_axes(reduction_axes, x.ndim)
-    feat = canonical_axes(feature_axes, x.ndim)
-    assert red is not None and feat is not None and set(feat) <= set(red), "kernel_declines said no"
-    out_dtype = np.dtype(out_dtype)
-    # Hand layer_norm the input in a dtype that holds both x exactly and the
-    # output without a second rounding: layer_norm rounds its float32 result
-    # once to its input's dtype.
-    if np.dtype(x.dtype) in KERNEL_DTYPES and np.dtype(jnp.promote_types(x.dtype, out_dtype)) == out_dtype:
-        x_in = x.astype(out_dtype)
-    else:
-        x_in = x.astype(jnp.float32)
-
-    # Move the reduction axes last (in order) and flatten them into H.
-    red_sorted = sorted(red)
-    keep = [a for a in range(x.ndim) if a not in red]
-    perm = keep + red_sorted
-    identity = perm == list(range(x.ndim))
-    xt = x_in if identity else jnp.transpose(x_in, perm)
-    lead = xt.shape[: len(keep)]
-    h = math.prod(xt.shape[len(keep):])
-
-    feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
-    block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
-
-    def as_row(p: jax.Array | None, fill: float) -> jax.Array:
-        if p is None:
-            return jnp.full((h,), fill, jnp.float32)
-        # float32, like the arithmetic Flax does with the parameters: the
-        # gradient stays float32 until it meets the parameter's own dtype.
-        p = jnp.broadcast_to(p.astype(jnp.float32).reshape(feature_shape), block_shape)
-        if not identity:
-            p = jnp.transpose(p, perm)
-        return p.reshape(h)
-
-    gamma = as_row(scale, 1.0)
-    beta = as_row(bias, 0.0)
-    y = layer_norm(xt.reshape(*lead, h), gamma, beta, epsilon=epsilon).reshape(xt.shape)
-    if not identity:
-        y = jnp.transpose(y, np.argsort(perm))
-    return y.astype(out_dtype)
+    return normalize_as_rows(
+        x, ((scale, 1.0), (bias, 0.0)), reduction_axes=reduction_axes, feature_axes=feature_axes,
+        out_dtype=out_dtype, kernel=lambda x2d, g, b: layer_norm(x2d, g, b, epsilon=epsilon),
+    )

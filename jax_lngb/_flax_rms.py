@@ -56,13 +56,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._flax_norm import canonical_axes
-from ._validate import KERNEL_DTYPES, check_epsilon
+from ._flax_common import (
+    canonical_axes,
+    epsilon_declines,
+    normalize_as_rows,
+    stats_and_arith_declines,
+    structure_declines,
+)
+from ._validate import KERNEL_DTYPES
 from .rms_norm import rms_norm
 
 __all__ = ["DECISION_TABLE", "NnxRMSNorm", "RMSNorm"]
-
-_F32 = np.dtype(jnp.float32)
 
 # (condition, where the call goes), in the order `kernel_declines` tries them.
 DECISION_TABLE = (
@@ -109,39 +113,23 @@ def kernel_declines(
       out_dtype: the output dtype Flax's rules give, or None when they fail.
       scale_size: the scale's size where it is fixed already (nnx).
     """
-    if not hasattr(x, "ndim") or not hasattr(x, "dtype") or x.ndim == 0 or x.size == 0:
-        return "x is not a non-empty array of rank >= 1"
-    if mask is not None:
-        return "mask"
-    if axis_name is not None:
-        return "axis_name"
-    red = canonical_axes(reduction_axes, x.ndim)
+    why = structure_declines(x, mask=mask, axis_name=axis_name, reduction_axes=reduction_axes,
+                             feature_axes=feature_axes)
+    if why is not None:
+        return why
     feat = canonical_axes(feature_axes, x.ndim)
-    if red is None or feat is None:
-        return "invalid axes"
-    if not set(feat) <= set(red):
-        return "feature axes outside the reduction axes"
     if scale_size is not None and scale_size != math.prod(x.shape[a] for a in feat):
         return "scale size does not match the feature axes"
     x_dtype = np.dtype(jnp.result_type(x))
     if not (x_dtype in KERNEL_DTYPES or (np.issubdtype(x_dtype, np.integer) and x_dtype != np.bool_)):
         return f"{x_dtype.name} input"
-    if np.dtype(stats_dtype) != _F32:
-        return f"{np.dtype(stats_dtype).name} statistics"
-    dtypes = [x_dtype, stats_dtype] + ([scale_dtype] if scale_dtype is not None else [])
-    try:
-        arith = np.dtype(jnp.promote_types(jnp.result_type(*dtypes), jnp.float32))
-    except TypeError:
-        return "dtypes without a common promotion"
-    if arith != _F32:
-        return f"{arith.name} arithmetic"
+    arith = (x_dtype, stats_dtype) + ((scale_dtype,) if scale_dtype is not None else ())
+    why = stats_and_arith_declines(stats_dtype, arith)
+    if why is not None:
+        return why
     if out_dtype is None or np.dtype(out_dtype) not in KERNEL_DTYPES:
         return "output dtype"
-    try:
-        check_epsilon("", epsilon)
-    except (TypeError, ValueError):
-        return "epsilon"
-    return None
+    return epsilon_declines(epsilon)
 
 
 def flax_rms_norm(
@@ -163,42 +151,10 @@ def flax_rms_norm(
       epsilon: added to the mean of squares.
       out_dtype: the output dtype Flax's dtype rules give for this call.
     """
-    red = canonical_axes(reduction_axes, x.ndim)
-    feat = canonical_axes(feature_axes, x.ndim)
-    assert red is not None and feat is not None and set(feat) <= set(red), "kernel_declines said no"
-    out_dtype = np.dtype(out_dtype)
-    # rms_norm rounds its float32 result once to its input's dtype: hand it
-    # x in the output dtype when that holds x exactly, else in float32 (then
-    # the one rounding is the cast below).
-    if np.dtype(x.dtype) in KERNEL_DTYPES and np.dtype(jnp.promote_types(x.dtype, out_dtype)) == out_dtype:
-        x_in = x.astype(out_dtype)
-    else:
-        x_in = x.astype(jnp.float32)
-
-    # Move the reduction axes last (in order) and flatten them into H.
-    red_sorted = sorted(red)
-    keep = [a for a in range(x.ndim) if a not in red]
-    perm = keep + red_sorted
-    identity = perm == list(range(x.ndim))
-    xt = x_in if identity else jnp.transpose(x_in, perm)
-    lead = xt.shape[: len(keep)]
-    h = math.prod(xt.shape[len(keep):])
-
-    if scale is None:
-        gamma = jnp.ones((h,), jnp.float32)
-    else:
-        feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
-        block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
-        # float32, as in Flax's `mul *= scale`: the gradient stays float32
-        # until it meets the parameter's own dtype.
-        gamma = jnp.broadcast_to(scale.astype(jnp.float32).reshape(feature_shape), block_shape)
-        if not identity:
-            gamma = jnp.transpose(gamma, perm)
-        gamma = gamma.reshape(h)
-    y = rms_norm(xt.reshape(*lead, h), gamma, epsilon=float(epsilon)).reshape(xt.shape)
-    if not identity:
-        y = jnp.transpose(y, np.argsort(perm))
-    return y.astype(out_dtype)
+    return normalize_as_rows(
+        x, ((scale, 1.0),), reduction_axes=reduction_axes, feature_axes=feature_axes, out_dtype=out_dtype,
+        kernel=lambda x2d, g: rms_norm(x2d, g, epsilon=float(epsilon)),
+    )
 
 
 class RMSNorm(nn.RMSNorm):

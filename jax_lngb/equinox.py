@@ -47,23 +47,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import KERNEL_DTYPES, check_epsilon
+from ._equinox_common import NO_STATE as _NO_STATE
+from ._equinox_common import carry_leaves, dispatch, example_fits, params_and_eps_serve
+from ._validate import KERNEL_DTYPES
 from .norm import layer_norm
 
 from ._equinox_rms import RMSNorm  # noqa: E402  (the RMSNorm drop-in, same rules)
 from ._equinox_rms import from_equinox as _rms_from_equinox  # noqa: E402
 
 __all__ = ["LayerNorm", "RMSNorm", "convert"]
-
-class _NoState:
-    """Marks `state` as not passed (None is a value a caller may pass)."""
-
-    def __repr__(self) -> str:
-        return "<no state>"
-
-
-_NO_STATE = _NoState()
-
 
 class LayerNorm(_eqx.nn.LayerNorm):
     """`equinox.nn.LayerNorm` with jax_lngb's LayerNorm backward (see the module docstring)."""
@@ -74,43 +66,20 @@ class LayerNorm(_eqx.nn.LayerNorm):
         `state` is passed through and `key` ignored, as in Equinox: with
         `state` the result is `(output, state)`.
         """
-        if not self._kernel_serves(x):
-            if state is _NO_STATE:
-                return super().__call__(x, key=key)
-            return super().__call__(x, state, key=key)
-        with jax.named_scope("jax_lngb.equinox.LayerNorm"):
-            out = self._normalize(jnp.asarray(x))
-        return out if state is _NO_STATE else (out, state)
+        return dispatch(self, super().__call__, x, state, key, "jax_lngb.equinox.LayerNorm")
 
     def _kernel_serves(self, x: Any) -> bool:
         """Whether Equinox's computation for `x` is one the kernel does: float32
         compute, a non-empty input of exactly the layer's shape, float32 /
         16-bit / integer parameters and a usable eps."""
-        if not hasattr(x, "shape") or not hasattr(x, "dtype") or tuple(x.shape) != tuple(self.shape):
-            return False
-        if math.prod(self.shape) == 0:
+        if not example_fits(self, x):
             return False
         try:
             with jax.numpy_dtype_promotion("standard"):
                 compute = np.dtype(jnp.result_type(x.dtype, jnp.float32))
         except TypeError:
             return False
-        if compute != np.dtype(jnp.float32):
-            return False
-        for use, p in ((self.use_weight, self.weight), (self.use_bias, self.bias)):
-            if not use:
-                continue
-            if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(self.shape):
-                return False
-            # Equinox casts the parameter to the compute dtype: from float64
-            # or complex that cast is not the kernel's float32 arithmetic.
-            if np.dtype(jnp.promote_types(p.dtype, jnp.float32)) != np.dtype(jnp.float32):
-                return False
-        try:
-            check_epsilon("", self.eps)
-        except (TypeError, ValueError):
-            return False
-        return True
+        return compute == np.dtype(jnp.float32) and params_and_eps_serve(self)
 
     def _normalize(self, x: jax.Array) -> jax.Array:
         orig = x.dtype
@@ -138,11 +107,7 @@ def convert(tree: Any) -> Any:
             return _rms_from_equinox(node)
         if isinstance(node, _eqx.nn.LayerNorm) and not isinstance(node, LayerNorm):
             new = LayerNorm(node.shape, eps=node.eps, use_weight=node.use_weight, use_bias=node.use_bias)
-            # Same fields, so the same tree: carry the leaves over as they are
-            # (None counted as a leaf, so partitioned models convert too).
-            is_none = lambda v: v is None  # noqa: E731
-            leaves = jax.tree_util.tree_leaves(node, is_leaf=is_none)
-            return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(new, is_leaf=is_none), leaves)
+            return carry_leaves(node, new)
         return node
 
     return jax.tree_util.tree_map(swap, tree, is_leaf=lambda n: isinstance(n, (_eqx.nn.LayerNorm, _eqx.nn.RMSNorm)))

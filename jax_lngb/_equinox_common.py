@@ -1,0 +1,82 @@
+"""What the Equinox drop-ins (`jax_lngb.equinox.LayerNorm` and
+`jax_lngb.equinox.RMSNorm`) share: the marker for "no `state` passed", the
+`__call__` dispatch between the kernel and Equinox's own computation, the
+checks on the example, parameters and eps that both kernels need, and the
+conversion of an Equinox layer that carries its parameter leaves over.
+
+Nothing here imports Equinox: the layers hand themselves (and their
+upstream `__call__`) in.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._validate import check_epsilon
+
+_F32 = np.dtype(jnp.float32)
+
+
+class _NoState:
+    """Marks `state` as not passed (None is a value a caller may pass)."""
+
+    def __repr__(self) -> str:
+        return "<no state>"
+
+
+NO_STATE = _NoState()
+
+
+def dispatch(layer: Any, upstream: Callable[..., Any], x: Any, state: Any, key: Any, scope: str) -> Any:
+    """`layer(x[, state], key=key)`: the kernel (`layer._normalize`) where
+    `layer._kernel_serves(x)`, else Equinox's `upstream` call with the same
+    arguments (its results and errors). `state` is passed through and `key`
+    ignored, as in Equinox: with `state` the result is `(output, state)`."""
+    if not layer._kernel_serves(x):
+        if state is NO_STATE:
+            return upstream(x, key=key)
+        return upstream(x, state, key=key)
+    with jax.named_scope(scope):
+        out = layer._normalize(jnp.asarray(x))
+    return out if state is NO_STATE else (out, state)
+
+
+def example_fits(layer: Any, x: Any) -> bool:
+    """Whether `x` is an array of exactly the layer's (non-empty) shape."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype") or tuple(x.shape) != tuple(layer.shape):
+        return False
+    return math.prod(layer.shape) != 0
+
+
+def params_and_eps_serve(layer: Any) -> bool:
+    """Whether the layer's weight / bias (where used) and eps are ones the
+    kernel computes with as Equinox does."""
+    for use, p in ((layer.use_weight, layer.weight), (layer.use_bias, layer.bias)):
+        if not use:
+            continue
+        if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(layer.shape):
+            return False
+        # Equinox casts the parameter to the (float32) compute dtype: from
+        # float64 or complex that cast is not the kernel's float32 arithmetic
+        # (and may warn or fail), so those are left to Equinox.
+        if np.dtype(jnp.promote_types(p.dtype, jnp.float32)) != _F32:
+            return False
+    try:
+        check_epsilon("", layer.eps)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def carry_leaves(layer: Any, new: Any) -> Any:
+    """`new` (a drop-in built with `layer`'s settings) with `layer`'s leaves
+    as they are (same arrays, same dtypes). Same fields, so the same tree;
+    None counts as a leaf, so partitioned models convert too."""
+    is_none = lambda v: v is None  # noqa: E731
+    leaves = jax.tree_util.tree_leaves(layer, is_leaf=is_none)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(new, is_leaf=is_none), leaves)

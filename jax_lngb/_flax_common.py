@@ -1,0 +1,145 @@
+"""What the Flax LayerNorm (`_flax_norm`) and RMSNorm (`_flax_rms`) drop-ins
+share: Flax's axis canonicalization, the decision steps both
+`kernel_declines` take (the structural ones first, then statistics,
+arithmetic, output dtype and epsilon), and the mapping of Flax's
+reduction / feature axes onto the kernels' [rows, H] form.
+
+Any reduction axes map onto that form (move them last and flatten them into
+H) as long as every feature axis is also a reduction axis: then the
+parameters broadcast over the reduced block and flatten the same way, and
+autodiff of the broadcast sums their gradients back.
+
+Nothing here imports Flax.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._validate import KERNEL_DTYPES, check_epsilon
+
+F32 = np.dtype(jnp.float32)
+
+
+def canonical_axes(axes: Any, ndim: int) -> tuple[int, ...] | None:
+    """Flax's axis canonicalization (deduplicated, non-negative), or None when
+    `axes` are not valid integer axes of a rank-`ndim` input.
+
+    The order is Flax's (iteration order of the set it builds), because the
+    linen parameter shape is read off it.
+    """
+    if not isinstance(axes, Iterable):
+        axes = (axes,)
+    axes = tuple(axes)
+    for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            return None
+    return tuple({ndim + int(a) if a < 0 else int(a) for a in axes})
+
+
+# ------------------------------------------------------------- decisions
+
+
+def structure_declines(x: Any, *, mask: Any, axis_name: Any, reduction_axes: Any, feature_axes: Any,
+                       param_sizes: tuple[int, ...] = ()) -> str | None:
+    """The steps both norms take first: a non-empty array, no mask, no
+    cross-device statistics, valid axes with the feature axes among the
+    reduction axes, and parameters of the feature axes' size."""
+    if not hasattr(x, "ndim") or not hasattr(x, "dtype") or x.ndim == 0 or x.size == 0:
+        return "x is not a non-empty array of rank >= 1"
+    if mask is not None:
+        return "mask"
+    if axis_name is not None:
+        return "axis_name"
+    red = canonical_axes(reduction_axes, x.ndim)
+    feat = canonical_axes(feature_axes, x.ndim)
+    if red is None or feat is None:
+        return "invalid axes"
+    if not set(feat) <= set(red):
+        return "feature axes outside the reduction axes"
+    n_feat = math.prod(x.shape[a] for a in feat)
+    if any(n != n_feat for n in param_sizes):
+        return "parameter sizes that do not match the feature axes"
+    return None
+
+
+def stats_and_arith_declines(stats_dtype: Any, arith_dtypes: tuple[Any, ...]) -> str | None:
+    """float32 statistics, and float32 arithmetic once `arith_dtypes` (the
+    dtypes taking part in Flax's arithmetic) meet float32."""
+    if np.dtype(stats_dtype) != F32:
+        return f"{np.dtype(stats_dtype).name} statistics"
+    try:
+        arith = np.dtype(jnp.promote_types(jnp.result_type(*arith_dtypes), jnp.float32))
+    except TypeError:
+        return "dtypes without a common promotion"
+    if arith != F32:
+        return f"{arith.name} arithmetic"
+    return None
+
+
+def epsilon_declines(epsilon: Any) -> str | None:
+    """A static finite float >= 0 (finite in float32)."""
+    try:
+        check_epsilon("", epsilon)
+    except (TypeError, ValueError):
+        return "epsilon"
+    return None
+
+
+# ---------------------------------------------------------------- layout
+
+
+def kernel_input(x: jax.Array, out_dtype: np.dtype) -> jax.Array:
+    """x in the dtype to hand the kernel, which rounds its float32 result
+    once to its input's dtype: the output dtype when that holds x exactly,
+    else float32 (then the one rounding is the caller's cast to out_dtype)."""
+    if np.dtype(x.dtype) in KERNEL_DTYPES and np.dtype(jnp.promote_types(x.dtype, out_dtype)) == out_dtype:
+        return x.astype(out_dtype)
+    return x.astype(jnp.float32)
+
+
+def normalize_as_rows(x: jax.Array, params: tuple[tuple[jax.Array | None, float], ...], *, reduction_axes: Any,
+                      feature_axes: Any, out_dtype: Any,
+                      kernel: Callable[..., jax.Array]) -> jax.Array:
+    """`kernel(x2d, *rows)` over Flax's reduction axes, cast to `out_dtype`.
+
+    x's reduction axes are moved last (in order) and flattened into H; each
+    (parameter, fill) in `params` becomes a float32 [H] row: the parameter
+    (as Flax stores it, sized by the feature axes) broadcast over the
+    reduced block, or `fill` where it is None. The caller's kernel_declines
+    must have accepted the call."""
+    red = canonical_axes(reduction_axes, x.ndim)
+    feat = canonical_axes(feature_axes, x.ndim)
+    assert red is not None and feat is not None and set(feat) <= set(red), "kernel_declines said no"
+    out_dtype = np.dtype(out_dtype)
+    x_in = kernel_input(x, out_dtype)
+
+    keep = [a for a in range(x.ndim) if a not in red]
+    perm = keep + sorted(red)
+    identity = perm == list(range(x.ndim))
+    xt = x_in if identity else jnp.transpose(x_in, perm)
+    lead = xt.shape[: len(keep)]
+    h = math.prod(xt.shape[len(keep):])
+    feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
+    block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
+
+    def as_row(p: jax.Array | None, fill: float) -> jax.Array:
+        if p is None:
+            return jnp.full((h,), fill, jnp.float32)
+        # float32, like the arithmetic Flax does with the parameters: the
+        # gradient stays float32 until it meets the parameter's own dtype.
+        p = jnp.broadcast_to(p.astype(jnp.float32).reshape(feature_shape), block_shape)
+        if not identity:
+            p = jnp.transpose(p, perm)
+        return p.reshape(h)
+
+    y = kernel(xt.reshape(*lead, h), *(as_row(p, fill) for p, fill in params)).reshape(xt.shape)
+    if not identity:
+        y = jnp.transpose(y, np.argsort(perm))
+    return y.astype(out_dtype)
