@@ -19,26 +19,14 @@
 
 #include "layer_norm.h"
 #include "rms_norm.h"
+#include "bench/bench_common.h"
 #include "tests/support.h"  // ThreadPool and random_values, as the test driver uses them
 
 namespace {
 
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-struct Options {
-  int64_t rows = 0, cols = 0;
-  const char* dtype = "f32";
-  int threads = 1, reps = 9, settle_ms = 50;
-  int64_t evict_mib = 1024;
-};
+using jax_lngb::bench::median;
+using jax_lngb::bench::Options;
+using jax_lngb::bench::seconds_now;
 
 template <typename T>
 int run(const Options& o) {
@@ -90,8 +78,7 @@ int run(const Options& o) {
   constexpr int kWarmup = 1;
   for (int i = 0; i < kWarmup + o.reps; ++i) {
     for (int k = 0; k < 6; ++k) {
-      for (size_t j = 0; j < evict.size(); j += 64) evict[j]++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(o.settle_ms));
+      jax_lngb::bench::evict_and_settle(evict, o.settle_ms);
       const double t0 = seconds_now();
       if (const char* err = calls[k]()) {
         std::fprintf(stderr, "%s: %s\n", names[k], err);
@@ -110,27 +97,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]\n",
-                 argv[0]);
-    return 2;
-  }
   Options o;
-  o.rows = std::atoll(argv[1]);
-  o.cols = std::atoll(argv[2]);
-  if (argc > 3) o.dtype = argv[3];
-  o.threads = argc > 4 ? std::atoi(argv[4]) : int(std::max(1u, std::thread::hardware_concurrency()));
-  if (argc > 5) o.reps = std::atoi(argv[5]);
-  if (argc > 6) o.evict_mib = std::atoll(argv[6]);
-  if (argc > 7) o.settle_ms = std::atoi(argv[7]);
-  if (o.rows <= 0 || o.cols <= 0 || o.threads < 1 || o.reps < 1 || o.evict_mib < 0 || o.settle_ms < 0) {
-    std::fprintf(stderr, "ROWS, COLS, THREADS and REPS must be positive, EVICT_MIB and SETTLE_MS not negative\n");
-    return 2;
-  }
-  const std::string dtype = o.dtype;
-  if (dtype == "f32") return run<float>(o);
-  if (dtype == "f16") return run<jax_lngb::f16_t>(o);
-  if (dtype == "bf16") return run<jax_lngb::bf16_t>(o);
-  std::fprintf(stderr, "dtype must be f32, f16 or bf16, got %s\n", o.dtype);
-  return 2;
+  if (const int status = jax_lngb::bench::parse_options(argc, argv, 9, o)) return status;
+  return jax_lngb::bench::for_dtype(o, [&](auto tag) { return run<decltype(tag)>(o); });
 }
