@@ -24,7 +24,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._flax_common import canonical_axes  # noqa: F401  (jax_lngb.flax imports it from here)
 from ._flax_common import (
     epsilon_declines,
     normalize_as_rows,

@@ -51,7 +51,8 @@ except ImportError as e:
 import jax
 import jax.numpy as jnp
 
-from ._flax_norm import canonical_axes, flax_layer_norm, kernel_declines
+from ._flax_common import canonical_axes
+from ._flax_norm import flax_layer_norm, kernel_declines
 
 from ._flax_rms import RMSNorm  # noqa: E402  (the RMSNorm drop-in, same rules)
 
