@@ -234,43 +234,70 @@ def status() -> dict[str, Any]:
     }
 
 
+# time_both_ways: the heap counts as settled after this many calls in a row
+# faulting fewer pages each (1 MiB: a step's large outputs are tens of MiB),
+# trying at most _MAX_SETTLE_CALLS calls.
+_SETTLED_CALLS = 3
+_SETTLED_FAULTS = 256
+_MAX_SETTLE_CALLS = 20
+
+
 def time_both_ways(call: Callable[[], Any], calls: int = 5, warmup: int = 3) -> dict[str, Any]:
     """Median wall time of `call()` (one plain-jit step that waits for its
     results) without the opt-in, then with it, in this process: for a demo.
 
     Off first, then it calls `retain_host_memory()` and leaves the opt-in
-    on (it cannot be undone). `warmup` untimed calls precede each timing:
-    with the opt-in glibc's heap takes a few calls to settle. Where the
-    opt-in was already on, or cannot apply, only that one way is timed.
-    Returns {"off_ms": float or None, "on_ms": float or None, "enabled": bool,
-    "faults_off": per call or None, "faults_on": per call or None, "reason": str}."""
+    on (it cannot be undone). `warmup` untimed calls precede each timing.
+    With the opt-in glibc's heap takes a few calls to settle, now and then
+    growing once more after two calls without faults (XLA's worker threads
+    keep the arenas they had before the opt-in), so the timing with it
+    starts only after `_SETTLED_CALLS` warm-up calls in a row fault fewer
+    than `_SETTLED_FAULTS` pages each (at most `_MAX_SETTLE_CALLS` more).
+    Where the opt-in was already on, or cannot apply, only that one way is
+    timed. Returns {"off_ms": float or None, "on_ms": float or None,
+    "enabled": bool, "faults_off": per call or None, "faults_on": per call
+    or None, "reason": str}."""
     import resource
     import statistics
     import time
 
-    def timed() -> tuple[float, float]:
+    def minor_faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    def settle() -> None:
+        clean = 0
+        for _ in range(_MAX_SETTLE_CALLS):
+            f0 = minor_faults()
+            call()
+            clean = clean + 1 if minor_faults() - f0 < _SETTLED_FAULTS else 0
+            if clean == _SETTLED_CALLS:
+                return
+
+    def timed(settled: bool) -> tuple[float, float]:
         for _ in range(warmup):
             call()
+        if settled:
+            settle()
         times = []
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        f0 = minor_faults()
         for _ in range(max(calls, 1)):
             t0 = time.perf_counter()
             call()
             times.append((time.perf_counter() - t0) * 1e3)
-        faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / max(calls, 1)
+        faults = (minor_faults() - f0) / max(calls, 1)
         return statistics.median(times), faults
 
     out: dict[str, Any] = {"off_ms": None, "on_ms": None, "faults_off": None, "faults_on": None}
     if is_enabled():
-        out["on_ms"], out["faults_on"] = timed()
+        out["on_ms"], out["faults_on"] = timed(settled=True)
         out["reason"] = "the opt-in was already on: timed with it only"
     else:
-        out["off_ms"], out["faults_off"] = timed()
+        out["off_ms"], out["faults_off"] = timed(settled=False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             on = retain_host_memory()
         if on:
-            out["on_ms"], out["faults_on"] = timed()
+            out["on_ms"], out["faults_on"] = timed(settled=True)
             out["reason"] = "timed without, then with the opt-in"
         else:
             out["reason"] = "the opt-in cannot apply here: " + (str(caught[0].message) if caught else _state["reason"])
