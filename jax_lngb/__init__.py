@@ -35,7 +35,7 @@ def _fall_through_to_installed_copy() -> None:
     try:
         dist = _metadata.distribution("jax_lngb")
     except _metadata.PackageNotFoundError:
-        return  # nothing installed: _native's ImportError says what to run
+        return  # nothing installed: _core.native's ImportError says what to run
     from ._version import __version__ as ours
 
     installed = _Path(str(dist.locate_file("jax_lngb"))).resolve()
@@ -54,20 +54,20 @@ from .host_memory import retain_host_memory  # noqa: E402
 _apply_host_memory_env()
 
 from . import export  # noqa: E402  (after the search path is settled)
-from ._avals import psum_to_match
-from ._partitioning import ShardingWarning
+from ._core.avals import psum_to_match
+from ._core.partitioning import ShardingWarning
 from ._version import __version__
-from .grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
-from .backward import layer_norm_backward_p, layer_norm_backward_ref
-from .forward import layer_norm_forward_p, layer_norm_forward_ref
-from .grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
-from .norm import layer_norm, layer_norm_jnp, layer_norm_ref
-from .tangent import layer_norm_tangent_p, layer_norm_tangent_ref
-from .rms_norm import rms_norm, rms_norm_jnp, rms_norm_ref
-from .rms_forward import rms_norm_forward_p
-from .rms_tangent import rms_norm_tangent_p, rms_norm_tangent_ref
-from .rms_backward import rms_norm_backward_p
-from .rms_grad import rms_norm_grad_p
+from ._ops.grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
+from ._ops.layer_norm.backward import layer_norm_backward_p, layer_norm_backward_ref
+from ._ops.layer_norm.forward import layer_norm_forward_p, layer_norm_forward_ref
+from ._ops.layer_norm.grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
+from ._ops.layer_norm.api import layer_norm, layer_norm_jnp, layer_norm_ref
+from ._ops.layer_norm.tangent import layer_norm_tangent_p, layer_norm_tangent_ref
+from ._ops.rms_norm.api import rms_norm, rms_norm_jnp, rms_norm_ref
+from ._ops.rms_norm.forward import rms_norm_forward_p
+from ._ops.rms_norm.tangent import rms_norm_tangent_p, rms_norm_tangent_ref
+from ._ops.rms_norm.backward import rms_norm_backward_p
+from ._ops.rms_norm.grad import rms_norm_grad_p
 
 # The Ascend NPU lowering registers itself for the Ascend platform, now or
 # when a PJRT plugin registers it later; `tiling` is CANN's host tiling.

@@ -4,7 +4,7 @@
 guarantee unless told otherwise, and our kernels are such custom calls. The
 names to allow are every target any of our lowerings may emit, for every
 platform: the CPU handlers of the compiled extension and the Ascend NPU
-kernel (`jax_lngb.ascend.FFI_TARGET`), so one list serves
+kernel (`jax_lngb.ascend.FFI_TARGET`; `_ops.primitives` lists them all), so one list serves
 `platforms=["cpu"]`, `["ascend"]` and `["cpu", "ascend"]` alike:
 
     exp = jax.export.export(jax.jit(step), disabled_checks=jax_lngb.export.disabled_safety_checks())(*specs)
@@ -34,7 +34,7 @@ contract; the safe assumption is the same package version.
 
 A module exported for more than one device has no custom calls of ours at
 all: the sharded lowering of our primitives cannot be serialized (see
-`jax_lngb._partitioning`), so such exports use the `jax.numpy` form, which
+`jax_lngb._core.partitioning`), so such exports use the `jax.numpy` form, which
 XLA partitions itself.
 """
 
@@ -45,7 +45,8 @@ from typing import Any
 
 from jax import export as _jax_export
 
-from . import _native
+from ._core import native
+from ._ops.primitives import ASCEND_TARGETS
 
 __all__ = ["custom_call_targets", "disabled_safety_checks", "export"]
 
@@ -53,9 +54,7 @@ __all__ = ["custom_call_targets", "disabled_safety_checks", "export"]
 def custom_call_targets() -> tuple[str, ...]:
     """Every custom-call target this package's lowerings may emit, on any
     platform (CPU handlers and the Ascend NPU kernel), sorted."""
-    from . import ascend  # imported here: the package imports this module first
-
-    return tuple(sorted({*_native.register_cpu_targets(), ascend.FFI_TARGET}))
+    return tuple(sorted({*native.register_cpu_targets(), *ASCEND_TARGETS}))
 
 
 def disabled_safety_checks() -> list[_jax_export.DisabledSafetyCheck]:

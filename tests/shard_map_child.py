@@ -22,7 +22,7 @@ from jax.sharding import PartitionSpec as P
 
 import jax_lngb
 from jax_lngb import psum_to_match
-from jax_lngb._avals import varying_axes
+from jax_lngb._core.avals import varying_axes
 
 AXIS = "data"
 

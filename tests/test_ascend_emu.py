@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import assert_sums_close, random_array
-from jax_lngb import ascend_emu, tiling
-from jax_lngb.grad_beta import layer_norm_grad_beta_ref
+from jax_lngb import tiling
+from jax_lngb.ascend import emulator as ascend_emu
+from jax_lngb import layer_norm_grad_beta_ref
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 

@@ -314,13 +314,14 @@ def test_tuning_knobs_come_from_the_environment(monkeypatch):
 E2E = r"""
 from jax.interpreters import mlir
 import jax_lngb
-from jax_lngb import ascend, ascend_emu, _ascend_emu
+from jax_lngb import _ascend_emu
+from jax_lngb.ascend import lowering as ascend, emulator as ascend_emu
 # Bind the Ascend FFI target on the CPU to the emulated launcher, and lower
 # the primitive with the Ascend rule there: lowering -> custom call ->
 # handler -> kernels, all through XLA.
 for name, capsule in _ascend_emu.registrations().items():
     jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-from jax_lngb.grad_beta import layer_norm_grad_beta_local_p
+from jax_lngb._ops.primitives import layer_norm_grad_beta_local_p
 mlir.register_lowering(layer_norm_grad_beta_local_p, ascend._lowering, platform="cpu")
 """
 

@@ -14,7 +14,7 @@ from conftest import DTYPE_IDS, DTYPES, random_array
 from test_grad_beta import check_against_ref
 
 from jax_lngb import layer_norm_grad_beta
-from jax_lngb.grad_beta import FFI_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 
 
 def per_element(res, dy, res_axis, dy_axis):
@@ -214,7 +214,7 @@ def test_forward_mode_under_vmap_folds_and_matches_jnp():
 
 def test_layer_norm_grad_under_vmap_folds_with_shared_gamma():
     from jax_lngb import layer_norm_grad
-    from jax_lngb.grad import layer_norm_grad_ref
+    from jax_lngb import layer_norm_grad_ref
 
     x, g, _, dy = _ln_inputs(5)
     mean = jnp.mean(x, -1)

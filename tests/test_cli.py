@@ -21,8 +21,8 @@ import pytest
 
 import jax_lngb
 from jax_lngb import __main__ as cli
-from jax_lngb import _native
-from jax_lngb.grad_beta import FFI_TARGET
+from jax_lngb._core import native as _native
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 
 
 def _run(tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from jax_lngb import demo
+from jax_lngb.cli import demo
 
 
 def test_quick_demo_runs_and_checks_out(tmp_path):

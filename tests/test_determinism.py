@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, random_array, run_python
 
-from jax_lngb import _native, layer_norm, layer_norm_forward_p, layer_norm_grad, layer_norm_grad_beta
+from jax_lngb._core import native as _native, layer_norm, layer_norm_forward_p, layer_norm_grad, layer_norm_grad_beta
 
 # Computes results for a few shapes/dtypes and prints a digest of their bits.
 # Every branch of the partition appears: many row blocks, column chunks
@@ -38,7 +38,7 @@ if os.environ.get("PIN_ONE_CPU"):
 import numpy as np, jax, jax.numpy as jnp
 import jax_lngb
 rng = np.random.default_rng(7)
-out = {"isa": jax_lngb._native.cpu_isa(), "cpus": len(os.sched_getaffinity(0))}
+out = {"isa": jax_lngb._core.native.cpu_isa(), "cpus": len(os.sched_getaffinity(0))}
 f32_out = lambda a, b: jax_lngb.layer_norm_grad_beta(a, b, out_dtype=jnp.float32)
 CASES = [
     # (shape, vmapped leading axes)

@@ -29,7 +29,7 @@ from norm_reference import BF16, F16, F32, random_like
 import jax_lngb.equinox as je
 import jax_lngb.flax as jf
 import jax_lngb.nnx as jn
-from jax_lngb._flax_norm import DECISION_TABLE
+from jax_lngb._integrations.flax_layer_norm import DECISION_TABLE
 
 FWD_CALL = "jax_lngb_layer_norm_forward"
 SHAPE = (2, 3, 8)

@@ -291,6 +291,8 @@ def test_missing_equinox_raises_a_clear_import_error(monkeypatch):
     for name in [m for m in sys.modules if m == "equinox" or m.startswith("equinox.")]:
         monkeypatch.setitem(sys.modules, name, None)  # None: "import fails"
     monkeypatch.delitem(sys.modules, "jax_lngb.equinox")
+    for name in [m for m in sys.modules if m.startswith("jax_lngb._integrations.")]:
+        monkeypatch.delitem(sys.modules, name)  # the modules behind it, imported afresh
     monkeypatch.delattr(jax_lngb, "equinox")
     with pytest.raises(ImportError, match=r"jax_lngb\.equinox needs Equinox.*pip install 'jax_lngb\[equinox\]'"):
         importlib.import_module("jax_lngb.equinox")

@@ -26,10 +26,10 @@ import pytest
 
 from conftest import enable_x64
 from jax_lngb import layer_norm, layer_norm_grad_beta, layer_norm_grad_ref, layer_norm_ref
-from jax_lngb.backward import FFI_TARGET as BACKWARD
-from jax_lngb.forward import FFI_TARGET as FORWARD
-from jax_lngb.grad import FFI_TARGET as GRAD
-from jax_lngb.grad_beta import FFI_TARGET as GRAD_BETA
+from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as BACKWARD
+from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as GRAD_BETA
 
 F32, F16, BF16, I32 = jnp.float32, jnp.float16, jnp.bfloat16, jnp.int32
 S = jax.ShapeDtypeStruct

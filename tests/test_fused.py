@@ -16,7 +16,8 @@ from test_layer_norm_grad import EPS, assert_grad_close, grad_inputs, row_scale
 
 import jax_lngb
 from jax_lngb import layer_norm, layer_norm_backward_p, layer_norm_backward_ref
-from jax_lngb.backward import FFI_TARGET, _backward_jnp
+from jax_lngb._ops.layer_norm.backward import _backward_jnp
+from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as FFI_TARGET
 
 F32 = np.dtype(jnp.float32)
 

@@ -14,7 +14,8 @@ from conftest import DTYPE_IDS, DTYPES, assert_sums_close, random_array
 
 import jax_lngb
 from jax_lngb import layer_norm_grad_beta, layer_norm_grad_beta_ref
-from jax_lngb.grad_beta import FFI_TARGET, _grad_beta_jnp
+from jax_lngb._ops.grad_beta import _grad_beta_jnp
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 
 
 def check_against_ref(res, dy, out, what=""):

@@ -12,7 +12,7 @@ from conftest import random_array
 from jax.test_util import check_grads
 
 from jax_lngb import layer_norm, layer_norm_backward_p, layer_norm_jnp, layer_norm_tangent_p, layer_norm_tangent_ref
-from jax_lngb.backward import FFI_TARGET as FUSED_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as FUSED_TARGET
 
 BACKWARDS = ["fused", "chained"]
 

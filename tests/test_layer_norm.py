@@ -12,10 +12,10 @@ from conftest import DTYPE_IDS, DTYPES, random_array
 from jax.test_util import check_grads
 
 from jax_lngb import layer_norm, layer_norm_jnp, layer_norm_ref
-from jax_lngb.backward import FFI_TARGET as FUSED_TARGET
-from jax_lngb.forward import FFI_TARGET as FORWARD_TARGET
-from jax_lngb.grad import FFI_TARGET as GRAD_TARGET
-from jax_lngb.grad_beta import FFI_TARGET as GRAD_BETA_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as FUSED_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as GRAD_BETA_TARGET
 
 # Agreement with the jnp LayerNorm: both compute in float32 and round to the
 # output dtype, so they differ by an ulp or two of that dtype.

@@ -10,7 +10,7 @@ import json
 import pytest
 from conftest import run_python
 
-from jax_lngb import _native
+from jax_lngb._core import native as _native
 
 # Runs every LayerNorm kernel on a few shapes/dtypes; prints digests.
 PROBE = r"""
@@ -21,7 +21,7 @@ import numpy as np, jax, jax.numpy as jnp
 import jax_lngb
 from jax_lngb import layer_norm, layer_norm_grad
 rng = np.random.default_rng(11)
-out = {"isa": jax_lngb._native.cpu_isa(), "cpus": len(os.sched_getaffinity(0))}
+out = {"isa": jax_lngb._core.native.cpu_isa(), "cpus": len(os.sched_getaffinity(0))}
 
 def vjp(mode):
     def f(x, g, b, dy):

@@ -13,7 +13,8 @@ from jax.test_util import check_grads
 
 import jax_lngb
 from jax_lngb import layer_norm_grad, layer_norm_grad_beta, layer_norm_grad_p, layer_norm_grad_ref
-from jax_lngb.grad import FFI_TARGET, _grad_jnp
+from jax_lngb._ops.layer_norm.grad import _grad_jnp
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as FFI_TARGET
 
 EPS = 1e-5
 

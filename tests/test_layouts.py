@@ -35,10 +35,10 @@ from jax_lngb import (
     layer_norm_grad_beta_ref,
     layer_norm_grad_ref,
 )
-from jax_lngb.backward import FFI_TARGET as BACKWARD_TARGET
-from jax_lngb.forward import FFI_TARGET as FORWARD_TARGET
-from jax_lngb.grad import FFI_TARGET as GRAD_TARGET
-from jax_lngb.grad_beta import FFI_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as BACKWARD_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 
 # ---------------------------------------------- the functions under test
 #

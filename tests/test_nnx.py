@@ -211,6 +211,8 @@ def test_missing_flax_raises_a_clear_import_error(monkeypatch):
     for name in [m for m in sys.modules if m == "flax" or m.startswith("flax.")]:
         monkeypatch.setitem(sys.modules, name, None)  # None: "import fails"
     monkeypatch.delitem(sys.modules, "jax_lngb.nnx")
+    for name in [m for m in sys.modules if m.startswith("jax_lngb._integrations.")]:
+        monkeypatch.delitem(sys.modules, name)  # the modules behind it, imported afresh
     monkeypatch.delattr(jax_lngb, "nnx")
     with pytest.raises(ImportError, match=r"jax_lngb\.nnx needs Flax.*pip install 'jax_lngb\[flax\]'"):
         importlib.import_module("jax_lngb.nnx")

@@ -358,7 +358,7 @@ def stats_bounds(x, mean_ref, var_ref):
 
 def grad_bounds(dy, x, variance, mean, gamma, eps):
     """float64 bounds on the float32 errors of LayerNormGrad as the kernel
-    computes it (see the module docstring of jax_lngb.grad) from the given
+    computes it (see the module docstring of jax_lngb._ops.layer_norm.grad) from the given
     float64 operands; returns (pd_x bound, res_for_gamma bound), before the
     rounding to the output dtype. Non-finite entries are left to the
     non-finite checks (their bound is meaningless).

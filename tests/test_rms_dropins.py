@@ -24,8 +24,10 @@ from conftest import enable_x64
 from flax import nnx, serialization
 from norm_reference import BF16, F16, F32, assert_close, assert_same_training, data, random_like, train
 
-from jax_lngb import _equinox_rms as je
-from jax_lngb import _flax_rms as jfr
+from jax_lngb import equinox as je
+from jax_lngb import flax as jflax
+from jax_lngb import nnx as jnnx
+from jax_lngb._integrations.flax_common import canonical_axes
 
 FWD_TARGET, BWD_TARGET = "jax_lngb_rms_norm_forward", "jax_lngb_rms_norm_backward"
 
@@ -103,8 +105,8 @@ _BATCHES = [(data((16, 8), F32, std=1.0), data((16, 4), F32, seed=100, std=1.0))
 
 
 def test_linen_is_flax_rmsnorm_with_the_same_attributes_and_name():
-    assert issubclass(jfr.RMSNorm, nn.RMSNorm)
-    ours = {f.name: f.default for f in dataclasses.fields(jfr.RMSNorm)}
+    assert issubclass(jflax.RMSNorm, nn.RMSNorm)
+    ours = {f.name: f.default for f in dataclasses.fields(jflax.RMSNorm)}
     assert ours == {f.name: f.default for f in dataclasses.fields(nn.RMSNorm)}
     assert ours["epsilon"] == 1e-6 and ours["dtype"] is None and ours["param_dtype"] == F32
 
@@ -127,14 +129,14 @@ def test_linen_init_gives_the_same_parameter_tree():
     x = data((4, 8), F32)
     kw = (("scale_init", nn.initializers.normal(1.0)),)  # random: equal values need equal names/shapes/order
     theirs = _MLP(nn.RMSNorm, norm_kwargs=kw).init(jax.random.key(3), x)
-    ours = _MLP(jfr.RMSNorm, norm_kwargs=kw).init(jax.random.key(3), x)
+    ours = _MLP(jflax.RMSNorm, norm_kwargs=kw).init(jax.random.key(3), x)
     assert set(ours["params"]) == {"Dense_0", "RMSNorm_0", "Dense_1"}
     assert_identical(ours, theirs)
 
 
 def test_linen_checkpoints_load_both_ways():
     x = data((4, 8), F32, std=1.0)
-    theirs, ours = _MLP(nn.RMSNorm), _MLP(jfr.RMSNorm)
+    theirs, ours = _MLP(nn.RMSNorm), _MLP(jflax.RMSNorm)
     v_t = random_like(theirs.init(jax.random.key(0), x))
     restored = serialization.from_bytes(ours.init(jax.random.key(9), x), serialization.to_bytes(v_t))
     assert_identical(restored, v_t)
@@ -172,14 +174,14 @@ LINEN_CASES = [
 @pytest.mark.parametrize("attrs,x_dtype,shape", [c[1:] for c in LINEN_CASES], ids=[c[0] for c in LINEN_CASES])
 def test_linen_outputs_and_gradients_match_flax(attrs, x_dtype, shape):
     x = data(shape, x_dtype, std=1.0)
-    theirs, ours = nn.RMSNorm(**attrs), jfr.RMSNorm(**attrs)
+    theirs, ours = nn.RMSNorm(**attrs), jflax.RMSNorm(**attrs)
     variables = random_like(theirs.init(jax.random.key(0), x))
     assert_identical(random_like(ours.init(jax.random.key(0), x)), variables, "parameters")
     assert kernel_in(lambda v: ours.apply(v, x), variables)
     out_dtype = theirs.apply(variables, x).dtype
     ct = data(shape, out_dtype, seed=5, std=1.0)
-    red = jfr.canonical_axes(attrs.get("reduction_axes", -1), x.ndim)
-    feat = jfr.canonical_axes(attrs.get("feature_axes", -1), x.ndim)
+    red = canonical_axes(attrs.get("reduction_axes", -1), x.ndim)
+    feat = canonical_axes(attrs.get("feature_axes", -1), x.ndim)
     scale = variables["params"]["scale"] if variables else None
     ref = rms_reference(x, scale, None, ct, attrs.get("epsilon", 1e-6), red, feat)
     dt = dict(out_dtype=out_dtype, param_dtype=attrs.get("param_dtype", F32), x_dtype=x_dtype)
@@ -193,9 +195,9 @@ def test_linen_outputs_and_gradients_match_flax(attrs, x_dtype, shape):
 def test_linen_integer_input_takes_the_kernel_with_a_float32_result():
     x = jnp.arange(-12, 12, dtype=jnp.int32).reshape(2, 12)
     variables = random_like(nn.RMSNorm().init(jax.random.key(0), x))
-    assert kernel_in(lambda v: jfr.RMSNorm().apply(v, x), variables)
+    assert kernel_in(lambda v: jflax.RMSNorm().apply(v, x), variables)
     want = nn.RMSNorm().apply(variables, x)
-    assert_close(jfr.RMSNorm().apply(variables, x), want, result_dtype=F32, scale=np.abs(want), what="y")
+    assert_close(jflax.RMSNorm().apply(variables, x), want, result_dtype=F32, scale=np.abs(want), what="y")
 
 
 def _declined_linen_cases():
@@ -214,7 +216,7 @@ def _declined_linen_cases():
 @pytest.mark.parametrize("case", _declined_linen_cases(), ids=lambda c: c[0])
 def test_linen_options_the_kernel_does_not_serve_run_flax_bit_for_bit(case):
     _, attrs, x, kw = case
-    theirs, ours = nn.RMSNorm(**attrs), jfr.RMSNorm(**attrs)
+    theirs, ours = nn.RMSNorm(**attrs), jflax.RMSNorm(**attrs)
     y_t, v_t = theirs.init_with_output(jax.random.key(0), x, **kw)
     y_o, v_o = ours.init_with_output(jax.random.key(0), x, **kw)
     assert_identical((y_o, v_o), (y_t, v_t), str(attrs))
@@ -226,15 +228,15 @@ def test_linen_float64_and_axis_name_run_flax():
         x = data((2, 8), F32, std=1.0).astype(jnp.float64)
         for attrs in ({}, dict(param_dtype=jnp.float64)):
             y_t, v_t = nn.RMSNorm(**attrs).init_with_output(jax.random.key(0), x)
-            y_o, v_o = jfr.RMSNorm(**attrs).init_with_output(jax.random.key(0), x)
+            y_o, v_o = jflax.RMSNorm(**attrs).init_with_output(jax.random.key(0), x)
             assert_identical((y_o, v_o), (y_t, v_t), "float64")
             assert y_o.dtype == jnp.float64
-            assert not kernel_in(lambda v: jfr.RMSNorm(**attrs).apply(v, x), v_o)
+            assert not kernel_in(lambda v: jflax.RMSNorm(**attrs).apply(v, x), v_o)
     # Statistics over a named (vmapped) axis: Flax's pmean.
     x = data((3, 2, 8), F32, std=1.0)
     variables = nn.RMSNorm().init(jax.random.key(0), x[0])
     outs = [jax.vmap(lambda r, m=m: m(axis_name="b").apply(variables, r), axis_name="b")(x)
-            for m in (nn.RMSNorm, jfr.RMSNorm)]
+            for m in (nn.RMSNorm, jflax.RMSNorm)]
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
@@ -243,7 +245,7 @@ def test_linen_invalid_axes_give_flax_s_error():
     with pytest.raises(Exception) as theirs:
         nn.RMSNorm(reduction_axes=3).init(jax.random.key(0), x)
     with pytest.raises(type(theirs.value)):
-        jfr.RMSNorm(reduction_axes=3).init(jax.random.key(0), x)
+        jflax.RMSNorm(reduction_axes=3).init(jax.random.key(0), x)
 
 
 class _Block(nn.Module):
@@ -268,7 +270,7 @@ class _Stack(nn.Module):
 
 def test_linen_under_scan_and_remat():
     x = data((4, 16), F32, std=1.0)
-    theirs, ours = _Stack(nn.RMSNorm), _Stack(jfr.RMSNorm)
+    theirs, ours = _Stack(nn.RMSNorm), _Stack(jflax.RMSNorm)
     variables = random_like(theirs.init(jax.random.key(0), x))
     assert_identical(random_like(ours.init(jax.random.key(0), x)), variables, "parameters")
     ct = data(x.shape, F32, seed=5, std=1.0)
@@ -289,7 +291,7 @@ def test_linen_under_scan_and_remat():
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
 def test_linen_jitted_training_follows_flax(dtype):
     batches = _BATCHES
-    theirs, ours = _MLP(nn.RMSNorm, dtype=dtype), _MLP(jfr.RMSNorm, dtype=dtype)
+    theirs, ours = _MLP(nn.RMSNorm, dtype=dtype), _MLP(jflax.RMSNorm, dtype=dtype)
     init = theirs.init(jax.random.key(0), batches[0][0])
 
     def loss_of(model):
@@ -305,19 +307,19 @@ def test_linen_jitted_training_follows_flax(dtype):
 
 
 def test_nnx_is_flax_rmsnorm_with_the_same_constructor_and_state():
-    assert issubclass(jfr.NnxRMSNorm, nnx.RMSNorm)
-    assert inspect.signature(jfr.NnxRMSNorm) == inspect.signature(nnx.RMSNorm)
+    assert issubclass(jnnx.RMSNorm, nnx.RMSNorm)
+    assert inspect.signature(jnnx.RMSNorm) == inspect.signature(nnx.RMSNorm)
     kw = dict(scale_init=nnx.initializers.normal(1.0), rngs=nnx.Rngs(3))
-    ours, theirs = jfr.NnxRMSNorm(16, **kw), nnx.RMSNorm(16, **dict(kw, rngs=nnx.Rngs(3)))
+    ours, theirs = jnnx.RMSNorm(16, **kw), nnx.RMSNorm(16, **dict(kw, rngs=nnx.Rngs(3)))
     assert_identical(nnx.state(ours), nnx.state(theirs))
     assert vars(ours).keys() == vars(theirs).keys()
-    none = jfr.NnxRMSNorm(16, use_scale=False, rngs=nnx.Rngs(0))
+    none = jnnx.RMSNorm(16, use_scale=False, rngs=nnx.Rngs(0))
     assert none.scale is None and not jax.tree_util.tree_leaves(nnx.state(none))
 
 
 def _nnx_pair(features, **kw):
     theirs = nnx.RMSNorm(features, **kw, rngs=nnx.Rngs(0))
-    ours = jfr.NnxRMSNorm(features, **kw, rngs=nnx.Rngs(1))
+    ours = jnnx.RMSNorm(features, **kw, rngs=nnx.Rngs(1))
     nnx.update(theirs, random_like(nnx.state(theirs)))
     nnx.update(ours, nnx.state(theirs))  # an upstream state loads unchanged
     return theirs, ours
@@ -349,8 +351,8 @@ def test_nnx_outputs_and_gradients_match_flax(features, attrs, x_dtype, shape):
     assert kernel_in(lambda x: ours(x), x)
     out_dtype = theirs(x).dtype
     ct = data(shape, out_dtype, seed=5, std=1.0)
-    red = jfr.canonical_axes(attrs.get("reduction_axes", -1), x.ndim)
-    feat = jfr.canonical_axes(attrs.get("feature_axes", -1), x.ndim)
+    red = canonical_axes(attrs.get("reduction_axes", -1), x.ndim)
+    feat = canonical_axes(attrs.get("feature_axes", -1), x.ndim)
     scale = theirs.scale[...] if theirs.scale is not None else None
     # The oracle sees what Flax's promote_dtype hands the arithmetic.
     xr, sr = (x, scale) if "dtype" not in attrs else (x.astype(attrs["dtype"]), scale.astype(attrs["dtype"]))
@@ -406,7 +408,7 @@ def test_nnx_jitted_training_and_state_round_trip():
         def __call__(self, x):
             return self.b(nnx.gelu(self.norm(self.a(x))))
 
-    theirs, ours = Net(nnx.RMSNorm, nnx.Rngs(0)), Net(jfr.NnxRMSNorm, nnx.Rngs(7))
+    theirs, ours = Net(nnx.RMSNorm, nnx.Rngs(0)), Net(jnnx.RMSNorm, nnx.Rngs(7))
     g_t, init = nnx.split(theirs)
     g_o, s_o = nnx.split(ours)
     # A pure-dict checkpoint of the Flax model loads into ours.

@@ -11,7 +11,7 @@ import json
 import pytest
 from conftest import run_python
 
-from jax_lngb import _native
+from jax_lngb._core import native as _native
 
 PROBE = r"""
 import json, hashlib
@@ -19,7 +19,7 @@ import numpy as np, jax, jax.numpy as jnp
 import jax_lngb
 from jax_lngb import rms_norm
 rng = np.random.default_rng(13)
-out = {"isa": jax_lngb._native.cpu_isa()}
+out = {"isa": jax_lngb._core.native.cpu_isa()}
 
 def vjp(mode):
     def f(x, g, dy):

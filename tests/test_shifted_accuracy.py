@@ -13,7 +13,7 @@ import pytest
 from jax import random
 
 import jax_lngb.flax as jf
-from jax_lngb.shifted_accuracy import OFFSETS, measure
+from jax_lngb.bench.shifted_accuracy import OFFSETS, measure
 
 ROWS = 10_000
 

@@ -116,7 +116,8 @@ def transparent_hugepages(path: str = _THP_ENABLED) -> str | None:
 
 
 def machine_info(l3: int, l2_total: int | None = None, eviction_bytes: int | None = None) -> dict[str, Any]:
-    from jax_lngb import _native, host_memory
+    from jax_lngb import host_memory
+    from jax_lngb._core import native as _native
     from jax_lngb._version import __version__
 
     try:

@@ -138,7 +138,7 @@ def _stream_read_jit() -> Callable[..., Any]:
     import jax
     import jax.numpy as jnp
 
-    from jax_lngb import _native
+    from jax_lngb._core import native as _native
 
     if STREAM_READ_TARGET not in _native.register_cpu_targets():
         raise RuntimeError(

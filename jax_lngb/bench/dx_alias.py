@@ -37,12 +37,13 @@ def _aliased_lowering():
     import jax.numpy as jnp
     from jax.interpreters import mlir
 
-    from jax_lngb import backward
+    from jax_lngb._ops.layer_norm import backward
+    from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET
 
     def call(*args, epsilon, **params):
         args = [a.astype(jnp.float32) if i in (2, 3, 4) else a for i, a in enumerate(args)]
         outs = backward._result_avals(*args, **params)
-        return jax.ffi.ffi_call(backward.FFI_TARGET, outs, input_output_aliases={0: 0})(
+        return jax.ffi.ffi_call(LAYER_NORM_BACKWARD_TARGET, outs, input_output_aliases={0: 0})(
             *args, epsilon=np.float32(epsilon))
 
     return mlir.lower_fun(call, multiple_results=True)
@@ -51,12 +52,13 @@ def _aliased_lowering():
 def _use(aliased: bool) -> None:
     from jax.interpreters import mlir
 
-    from jax_lngb import backward
-    from jax_lngb._ffi_call import cpu_lowering
+    from jax_lngb._core.ffi_call import cpu_lowering
+    from jax_lngb._ops.layer_norm import backward
+    from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET, layer_norm_backward_local_p
 
-    rule = _aliased_lowering() if aliased else cpu_lowering(backward.FFI_TARGET, backward._result_avals,
+    rule = _aliased_lowering() if aliased else cpu_lowering(LAYER_NORM_BACKWARD_TARGET, backward._result_avals,
                                                             float32_operands=(2, 3, 4))
-    mlir.register_lowering(backward.layer_norm_backward_local_p, rule, platform="cpu")
+    mlir.register_lowering(layer_norm_backward_local_p, rule, platform="cpu")
 
 
 def _steps():

@@ -140,7 +140,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     shape = tuple(int(s) for s in a.shape.split("x"))
     assert len(shape) == 3, "--shape is BxTxH"
-    print(f"jax {jax.__version__}, equinox {eqx.__version__}, kernel ISA {jax_lngb._native.cpu_isa()}")
+    print(f"jax {jax.__version__}, equinox {eqx.__version__}, kernel ISA {jax_lngb._core.native.cpu_isa()}")
     for norm in a.norm:
         for d in a.dtypes:
             run(shape, DTYPES[d], a.reps, a.warmup, norm)

@@ -123,7 +123,8 @@ def _jax_impls(ctx: BenchContext, x, dy, gamma, beta) -> dict[str, dict[str, Imp
     import jax
     import jax.numpy as jnp
 
-    from jax_lngb import _native, layer_norm, layer_norm_jnp
+    from jax_lngb import layer_norm, layer_norm_jnp
+    from jax_lngb._core import native as _native
 
     out: dict[str, dict[str, Impl]] = {p: {} for p in PASSES}
     isa = _native.cpu_isa()

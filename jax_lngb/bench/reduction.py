@@ -167,7 +167,8 @@ def _jax_impls(ctx: BenchContext, res, dy) -> list[Impl]:
     import jax
     import jax.numpy as jnp
 
-    from jax_lngb import _native, layer_norm_grad_beta
+    from jax_lngb import layer_norm_grad_beta
+    from jax_lngb._core import native as _native
 
     impls = []
     if ctx.wants("ours"):

@@ -87,7 +87,8 @@ def _reference_blocks(x2d: np.ndarray, dy2d: np.ndarray, gamma: np.ndarray):
 
 def _jax_impls(ctx: BenchContext, x, dy, gamma) -> dict[str, dict[str, Impl]]:
     """{pass: {name: Impl}} for ours, ours_chained, xla, ours_jit and xla_jit."""
-    from jax_lngb import _native, rms_norm, rms_norm_jnp
+    from jax_lngb import rms_norm, rms_norm_jnp
+    from jax_lngb._core import native as _native
 
     out: dict[str, dict[str, Impl]] = {p: {} for p in PASSES}
     isa = _native.cpu_isa()

@@ -29,14 +29,13 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from ._avals import derived_aval, psum_to_match
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._ffi_call import apply_impl
-from ._formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
-from ._validate import (
+from ..._core.avals import derived_aval, psum_to_match
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
+from .formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
+from ..._core.validate import (
     KERNEL_DTYPES,
     check_batch_dims,
     check_choice,
@@ -47,10 +46,14 @@ from ._validate import (
     check_same_dtype,
     check_same_shape,
 )
-from .forward import BACKWARDS
+from ..primitives import (
+    BACKWARDS,
+    layer_norm_backward_p,
+    layer_norm_grad_beta_p,
+    layer_norm_grad_p,
+    layer_norm_tangent_p,
+)
 
-layer_norm_tangent_p = Primitive("layer_norm_tangent")
-layer_norm_tangent_p.multiple_results = True
 
 _KINDS = (ROWS, PARAM, PARAM, ROWS, ROWS, ROWS, PARAM)
 
@@ -121,9 +124,6 @@ def _aval(a):
 def _transpose(cts, t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon, batch_dims, backward):
     """The LayerNorm backward: (dx, dgamma, dbeta) from the cotangent of y
     (plus, when asked, the cotangents of the saved mean and variance)."""
-    from .backward import layer_norm_backward_p
-    from .grad import layer_norm_grad_p
-    from .grad_beta import layer_norm_grad_beta_p
 
     if any(ad.is_undefined_primal(a) for a in (x, variance, mean, gamma)):
         raise NotImplementedError("layer_norm_tangent is linear in (t_x, t_gamma, t_beta) only")
@@ -178,5 +178,5 @@ ad.primitive_transposes[layer_norm_tangent_p] = _transpose
 
 
 # Every output is per row: with the parameters shared (not mapped), the
-# mapped axis is more rows of the same problem (see _batching).
+# mapped axis is more rows of the same problem (see _core.batching).
 batching.primitive_batchers[layer_norm_tangent_p] = row_wise_batcher(layer_norm_tangent_p, _KINDS)

@@ -17,7 +17,7 @@ This is the transpose of `rms_norm_tangent_p` (the VJP of
 again, and its JVP uses the jax.numpy formulas, so derivatives of every
 order work.
 
-A public/local pair (see `_partitioning`): on a mesh each device runs the
+A public/local pair (see `_core.partitioning`): on a mesh each device runs the
 kernel on its own rows, dx stays sharded like dy, and the float32 partial
 sums are psum'd over the row-sharding axes and narrowed once.
 
@@ -33,17 +33,16 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, move_to_groups
-from ._ffi_call import apply_impl
-from ._partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._rms_formulas import backward_jnp, grad_jnp
-from ._validate import (
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, move_to_groups
+from ..._core.ffi_call import apply_impl
+from ..._core.partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from .formulas import backward_jnp, grad_jnp
+from ..._core.validate import (
     check_batch_dims,
     check_kernel_dtype,
     check_param,
@@ -51,16 +50,13 @@ from ._validate import (
     check_same_dtype,
     check_same_shape,
 )
-
-FFI_TARGET = "jax_lngb_rms_norm_backward"
-
-rms_norm_backward_p = Primitive("rms_norm_backward")
-rms_norm_backward_p.multiple_results = True
-
-# The kernel on the rows one device holds (bound only by the lowering of
-# rms_norm_backward_p).
-rms_norm_backward_local_p = Primitive("rms_norm_backward_local")
-rms_norm_backward_local_p.multiple_results = True
+from ..primitives import (
+    RMS_NORM_BACKWARD_TARGET,
+    layer_norm_grad_beta_local_p,
+    rms_norm_backward_local_p,
+    rms_norm_backward_p,
+    rms_norm_tangent_p,
+)
 
 
 def check_backward_operands(fn, dy, x, rstd, gamma, batch_dims) -> int:
@@ -108,7 +104,6 @@ def _backward_via_grad_beta(dy, x, rstd, gamma, *, batch_dims, out_dtype):
     LayerNormGradBeta's kernel primitive (its lowering for the platform: the
     AscendC kernel on an Ascend NPU, jax.numpy elsewhere) on the float32
     res_for_gamma and dy, as the fused kernel sums them."""
-    from .grad_beta import layer_norm_grad_beta_local_p
 
     dx, res = grad_jnp(dy, x, rstd, gamma, res_dtype=jnp.float32)
     pd_gamma, _ = layer_norm_grad_beta_local_p.bind(
@@ -124,7 +119,7 @@ def _cpu_call(dy, x, rstd, gamma, *, batch_dims, out_dtype):
     )
     # Every size, batch_dims included (from pd_gamma's rank), comes from the
     # buffers: no attributes, so symbolic shapes export.
-    return jax.ffi.ffi_call(FFI_TARGET, outs)(dy, x, rstd, gamma.astype(jnp.float32))
+    return jax.ffi.ffi_call(RMS_NORM_BACKWARD_TARGET, outs)(dy, x, rstd, gamma.astype(jnp.float32))
 
 
 mlir.register_lowering(rms_norm_backward_local_p, mlir.lower_fun(_backward_via_grad_beta, multiple_results=True))
@@ -166,7 +161,6 @@ def _jvp(primals, tangents, **params):
 
 def _transpose(cts, dy, x, rstd, gamma, *, batch_dims, out_dtype):
     """Linear in dy: the transpose is the forward's tangent map."""
-    from .rms_tangent import rms_norm_tangent_p
 
     if not ad.is_undefined_primal(dy) or any(ad.is_undefined_primal(a) for a in (x, rstd, gamma)):
         raise NotImplementedError("rms_norm_backward is linear in dy only")
@@ -193,4 +187,4 @@ def _batch(args, dims, *, batch_dims, out_dtype):
 
 batching.primitive_batchers[rms_norm_backward_p] = _batch
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

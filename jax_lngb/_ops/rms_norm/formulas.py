@@ -12,17 +12,16 @@ for operation; only the association of the sums over H differs:
     dx   = a * x + x1 * rstd
     res_for_gamma = x * rstd,  pd_gamma = sum over rows of res_for_gamma * dy
 
-Layout as for LayerNorm (`_formulas`): row operands [*G, *rows, H], rstd
+Layout as for LayerNorm (`layer_norm.formulas`): row operands [*G, *rows, H], rstd
 [*G, *rows] (float32), gamma [H] or [*G, H].
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._formulas import expand_param
+from ..layer_norm.formulas import expand_param
 
 F32 = jnp.float32
 

@@ -15,7 +15,7 @@ This is the transpose of `layer_norm_tangent_p` (the VJP of
 tangent again, and its JVP uses the jax.numpy formulas, so derivatives of
 every order work.
 
-A public/local pair like every kernel primitive (see `_partitioning`): on a
+A public/local pair like every kernel primitive (see `_core.partitioning`): on a
 mesh each device runs the kernel on its own rows, dx stays sharded like dy,
 and the float32 partial sums are psum'd over the row-sharding axes and
 narrowed once.
@@ -32,18 +32,17 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, move_to_groups
-from ._partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._ffi_call import apply_impl, cpu_lowering
-from ._formulas import backward_jnp
-from ._validate import (
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, move_to_groups
+from ..._core.partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..._core.ffi_call import apply_impl, cpu_lowering
+from .formulas import backward_jnp
+from .grad import layer_norm_grad_ref
+from ..._core.validate import (
     check_batch_dims,
     check_epsilon,
     check_kernel_dtype,
@@ -52,24 +51,18 @@ from ._validate import (
     check_same_dtype,
     check_same_shape,
 )
-
-FFI_TARGET = "jax_lngb_layer_norm_backward"
-
-layer_norm_backward_p = Primitive("layer_norm_backward")
-layer_norm_backward_p.multiple_results = True
-
-# The kernel on the rows one device holds (bound only by the lowering of
-# layer_norm_backward_p).
-layer_norm_backward_local_p = Primitive("layer_norm_backward_local")
-layer_norm_backward_local_p.multiple_results = True
+from ..grad_beta import layer_norm_grad_beta_ref
+from ..primitives import (
+    LAYER_NORM_BACKWARD_TARGET,
+    layer_norm_backward_local_p,
+    layer_norm_backward_p,
+    layer_norm_tangent_p,
+)
 
 
 def layer_norm_backward_ref(dy, x, variance, mean, gamma, *, epsilon: float = 1e-5):
     """Oracle: float64 NumPy LayerNormGrad followed by LayerNormGradBeta
     (sums over every leading axis). Returns (dx, pd_gamma, pd_beta)."""
-    from .grad import layer_norm_grad_ref
-    from .grad_beta import layer_norm_grad_beta_ref
-
     pd_x, res = layer_norm_grad_ref(dy, x, variance, mean, gamma, epsilon=epsilon)
     pd_gamma, pd_beta = layer_norm_grad_beta_ref(res, dy)
     return pd_x, pd_gamma, pd_beta
@@ -119,7 +112,7 @@ def _result_avals(dy, x, variance, mean, gamma, *, batch_dims, out_dtype):
 
 mlir.register_lowering(layer_norm_backward_local_p, mlir.lower_fun(_backward_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_backward_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
+    layer_norm_backward_local_p, cpu_lowering(LAYER_NORM_BACKWARD_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
 )
 
 
@@ -158,7 +151,6 @@ def _jvp(primals, tangents, **params):
 
 def _transpose(cts, dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype):
     """Linear in dy: the transpose is the forward's tangent map."""
-    from .tangent import layer_norm_tangent_p
 
     if not ad.is_undefined_primal(dy) or any(ad.is_undefined_primal(a) for a in (x, variance, mean, gamma)):
         raise NotImplementedError("layer_norm_backward is linear in dy only")
@@ -181,7 +173,7 @@ ad.primitive_transposes[layer_norm_backward_p] = _transpose
 def _batch(args, dims, *, epsilon, batch_dims, out_dtype):
     # pd_gamma/pd_beta are sums over the rows: the mapped axis must stay an
     # independent problem (vmap(grad(...)) wants one gradient per element),
-    # so it becomes a new group axis even when gamma is shared (see _batching).
+    # so it becomes a new group axis even when gamma is shared (see _core.batching).
     moved = move_to_groups(args, dims, (ROWS, ROWS, ROWS, ROWS, PARAM), batch_dims)
     outs = layer_norm_backward_p.bind(*moved, epsilon=epsilon, batch_dims=batch_dims + 1, out_dtype=out_dtype)
     return outs, (0, 0, 0)
@@ -189,4 +181,4 @@ def _batch(args, dims, *, epsilon, batch_dims, out_dtype):
 
 batching.primitive_batchers[layer_norm_backward_p] = _batch
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -21,7 +21,7 @@ G leading axes (``batch_dims`` of them) are independent problems:
   for any primitive whose parameters are mapped. Operands that are not
   mapped are broadcast: row operands and per-row statistics to the new group
   axis, parameters to one [H] row per group ([*G, H], the layout the row
-  partitioning of `_partitioning` describes; it costs G * H values).
+  partitioning of `_core.partitioning` describes; it costs G * H values).
 
 `row_wise_batcher` puts the two together for the primitives whose every
 output is per row (LayerNorm's and RMSNorm's forward, tangent and

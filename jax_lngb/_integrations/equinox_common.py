@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_epsilon
+from .._core.validate import check_epsilon
 
 _F32 = np.dtype(jnp.float32)
 

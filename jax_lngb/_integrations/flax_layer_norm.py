@@ -3,11 +3,11 @@
 
 Flax normalizes over `reduction_axes` and learns one scale/bias per element
 of `feature_axes`; `layer_norm` normalizes over the last axis with a [H]
-scale and bias. `_flax_common` maps the one onto the other (as long as
+scale and bias. `flax_common` maps the one onto the other (as long as
 every feature axis is also a reduction axis) and holds the decision steps
-this module shares with the RMSNorm drop-ins (`_flax_rms`).
+this module shares with the RMSNorm drop-ins (`flax_rms_norm`).
 
-`kernel_declines` says which calls the kernel does not serve (feature axes
+`layer_norm_declines` says which calls the kernel does not serve (feature axes
 outside the reduction axes, masks, cross-device statistics, statistics or
 arithmetic in anything but float32, ...); the drop-ins run Flax's own
 implementation for those, so every configuration Flax accepts works, with
@@ -24,16 +24,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._flax_common import (
+from .flax_common import (
     epsilon_declines,
     normalize_as_rows,
     stats_and_arith_declines,
     structure_declines,
 )
-from ._validate import KERNEL_DTYPES
-from .norm import layer_norm
+from .._core.validate import KERNEL_DTYPES
+from .._ops.layer_norm.api import layer_norm
 
-# (condition, where the call goes): the rules kernel_declines applies, for
+# (condition, where the call goes): the rules layer_norm_declines applies, for
 # the documentation and the tests.
 DECISION_TABLE = (
     ("x is not an array (no .ndim), is a scalar, or is empty", "Flax"),
@@ -51,7 +51,7 @@ DECISION_TABLE = (
 )
 
 
-def kernel_declines(
+def layer_norm_declines(
     x: Any,
     *,
     mask: Any,
@@ -100,7 +100,7 @@ def flax_layer_norm(
     """Flax's LayerNorm output for `x`, computed by `layer_norm`.
 
     Args:
-      x: an input kernel_declines accepted.
+      x: an input layer_norm_declines accepted.
       scale, bias: the parameters as Flax stores them (their size is the
         product of the feature axes' sizes), or None when unused.
       reduction_axes, feature_axes: as Flax's LayerNorm takes them.

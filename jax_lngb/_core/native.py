@@ -11,7 +11,7 @@ import functools
 import jax
 
 try:
-    from . import _cpu  # the compiled extension (cpp/python/cpu_module.cc)
+    from .. import _cpu  # the compiled extension (cpp/python/cpu_module.cc)
 except ImportError as e:  # pragma: no cover - depends on how it was installed
     # One line that says what to run: these sources are imported, but no
     # build of them (installed or linked by cpp/dev_build.sh) was found.

@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import host_memory
-from .grad_beta import layer_norm_grad_beta
-from .norm import layer_norm, layer_norm_jnp
+from .. import host_memory
+from .._ops.grad_beta import layer_norm_grad_beta
+from .._ops.layer_norm.api import layer_norm, layer_norm_jnp
 
 # The document's [1, 8, 8] example: dy = res_for_gamma = 0..63.
 DOC_PD_GAMMA = [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488]

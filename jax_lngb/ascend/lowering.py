@@ -2,7 +2,7 @@
 
 It is registered on ``layer_norm_grad_beta_local_p``, the per-device kernel
 primitive that ``layer_norm_grad_beta_p`` lowers to (see
-``jax_lngb._partitioning``), so sharded inputs keep the row partitioning.
+``jax_lngb._core.partitioning``), so sharded inputs keep the row partitioning.
 On an Ascend platform the kernel primitive lowers to one XLA FFI custom call,
 ``jax_lngb_ascend_layer_norm_grad_beta``, that launches the AscendC kernels
 of ``cpp/ascend/grad_beta_kernel.asc``:
@@ -75,7 +75,8 @@ from jax._src import xla_bridge
 from jax.interpreters import mlir
 
 from . import tiling
-from .grad_beta import _grad_beta_jnp, layer_norm_grad_beta_local_p
+from .._ops.grad_beta import _grad_beta_jnp
+from .._ops.primitives import ASCEND_LAYER_NORM_GRAD_BETA_TARGET, layer_norm_grad_beta_local_p
 
 __all__ = [
     "ARCH_ENV",
@@ -95,7 +96,7 @@ __all__ = [
     "registered_platforms",
 ]
 
-FFI_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
+FFI_TARGET = ASCEND_LAYER_NORM_GRAD_BETA_TARGET
 PLATFORM_ENV = "JAX_LNGB_ASCEND_PLATFORM"
 NUM_CORES_ENV = "JAX_LNGB_ASCEND_NUM_CORES"
 UB_BYTES_ENV = "JAX_LNGB_ASCEND_UB_BYTES"
@@ -113,7 +114,7 @@ _lock = threading.Lock()
 _registered: set[str] = set()
 
 try:  # the FFI handler, present only in builds made with the CANN toolkit
-    from . import _ascend  # type: ignore[attr-defined]
+    from .. import _ascend  # type: ignore[attr-defined]
 except ImportError:
     _ascend = None
 

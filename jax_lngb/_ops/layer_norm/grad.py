@@ -37,17 +37,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._ffi_call import apply_impl, cpu_lowering
-from ._formulas import grad_jnp
-from ._validate import (
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..._core.ffi_call import apply_impl, cpu_lowering
+from .formulas import grad_jnp
+from ..._core.validate import (
     check_batch_dims,
     check_epsilon,
     check_kernel_dtype,
@@ -56,16 +55,15 @@ from ._validate import (
     check_same_dtype,
     check_same_shape,
 )
+from ..primitives import (
+    LAYER_NORM_GRAD_TARGET,
+    layer_norm_grad_local_p,
+    layer_norm_grad_p,
+)
 
-FFI_TARGET = "jax_lngb_layer_norm_grad"
-
-layer_norm_grad_p = Primitive("layer_norm_grad")
-layer_norm_grad_p.multiple_results = True
 
 # The kernel on the rows one device holds (bound only by the lowering of
 # layer_norm_grad_p; same parameters, same abstract evaluation).
-layer_norm_grad_local_p = Primitive("layer_norm_grad_local")
-layer_norm_grad_local_p.multiple_results = True
 
 
 # ---------------------------------------------------------------- public API
@@ -169,7 +167,7 @@ def _result_avals(dy, x, variance, mean, gamma, *, batch_dims):
 
 mlir.register_lowering(layer_norm_grad_local_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_grad_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
+    layer_norm_grad_local_p, cpu_lowering(LAYER_NORM_GRAD_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
 )
 
 
@@ -209,7 +207,7 @@ ad.primitive_jvps[layer_norm_grad_p] = _jvp
 
 
 # Every output is per row: with the parameters shared (not mapped), the
-# mapped axis is more rows of the same problem (see _batching).
+# mapped axis is more rows of the same problem (see _core.batching).
 batching.primitive_batchers[layer_norm_grad_p] = row_wise_batcher(layer_norm_grad_p, (ROWS, ROWS, ROWS, ROWS, PARAM))
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -11,7 +11,7 @@ Differentiation: the JVP binds `layer_norm_tangent_p`, the linear map whose
 transpose is the fused backward, so reverse mode (jax.grad, jax.vjp) runs
 the fused kernel and forward mode, linearize and higher orders work too.
 
-A public/local pair like every kernel primitive (see `_partitioning`): on a
+A public/local pair like every kernel primitive (see `_core.partitioning`): on a
 mesh each device normalizes its own rows; nothing is exchanged.
 
 Parameters of the primitive:
@@ -27,28 +27,23 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._ffi_call import apply_impl, cpu_lowering
-from ._formulas import forward_jnp
-from ._validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
-
-FFI_TARGET = "jax_lngb_layer_norm_forward"
-BACKWARDS = ("fused", "chained")
-
-layer_norm_forward_p = Primitive("layer_norm_forward")
-layer_norm_forward_p.multiple_results = True
-
-# The kernel on the rows one device holds (bound only by the lowering of
-# layer_norm_forward_p).
-layer_norm_forward_local_p = Primitive("layer_norm_forward_local")
-layer_norm_forward_local_p.multiple_results = True
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..._core.ffi_call import apply_impl, cpu_lowering
+from .formulas import forward_jnp
+from ..._core.validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
+from ..primitives import (
+    BACKWARDS,
+    LAYER_NORM_FORWARD_TARGET,
+    layer_norm_forward_local_p,
+    layer_norm_forward_p,
+    layer_norm_tangent_p,
+)
 
 
 def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5):
@@ -98,7 +93,7 @@ def _result_avals(x, gamma, beta, *, batch_dims, backward):
 
 mlir.register_lowering(layer_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
 mlir.register_lowering(
-    layer_norm_forward_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
+    layer_norm_forward_local_p, cpu_lowering(LAYER_NORM_FORWARD_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
 )
 
 
@@ -122,7 +117,6 @@ register_row_partitioning(layer_norm_forward_p, layer_norm_forward_local_p, _lay
 
 
 def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
-    from .tangent import layer_norm_tangent_p
 
     x, gamma, beta = primals
     y, mean, variance = layer_norm_forward_p.bind(
@@ -153,7 +147,7 @@ ad.primitive_jvps[layer_norm_forward_p] = _jvp
 
 
 # Every output is per row: with the parameters shared (not mapped), the
-# mapped axis is more rows of the same problem (see _batching).
+# mapped axis is more rows of the same problem (see _core.batching).
 batching.primitive_batchers[layer_norm_forward_p] = row_wise_batcher(layer_norm_forward_p, (ROWS, PARAM, PARAM))
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -43,10 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
-from .rms_forward import BACKWARDS, rms_norm_forward_p
+from ..._core.validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
 
 __all__ = ["rms_norm", "rms_norm_jnp", "rms_norm_ref"]
+from ..primitives import BACKWARDS, rms_norm_forward_p
 
 
 def rms_norm(

@@ -1,4 +1,4 @@
-"""What the Flax LayerNorm (`_flax_norm`) and RMSNorm (`_flax_rms`) drop-ins
+"""What the Flax LayerNorm (`flax_layer_norm`) and RMSNorm (`flax_rms_norm`) drop-ins
 share: Flax's axis canonicalization, the decision steps both
 `kernel_declines` take (the structural ones first, then statistics,
 arithmetic, output dtype and epsilon), and the mapping of Flax's
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import KERNEL_DTYPES, check_epsilon
+from .._core.validate import KERNEL_DTYPES, check_epsilon
 
 F32 = np.dtype(jnp.float32)
 

@@ -46,8 +46,8 @@ def shifted_rows(rows: int, h: int, offset: float, seed: int = 0) -> np.ndarray:
 def implementations(h: int) -> dict[str, Callable[[jax.Array], jax.Array]]:
     """name -> jitted x [rows, h] float32 -> y, gamma = 1 and beta = 0; the
     upstream ones only where Flax / Equinox are installed."""
-    from . import layer_norm
-    from ._formulas import forward_jnp
+    from .. import layer_norm
+    from .._ops.layer_norm.formulas import forward_jnp
 
     ones, zeros = jnp.ones((h,), jnp.float32), jnp.zeros((h,), jnp.float32)
     out: dict[str, Callable] = {

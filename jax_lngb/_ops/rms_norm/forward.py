@@ -12,7 +12,7 @@ Differentiation: the JVP binds `rms_norm_tangent_p`, the linear map whose
 transpose is the backward ("fused" or "chained"), so reverse mode runs the
 kernels and forward mode, linearize and higher orders work too.
 
-A public/local pair like every kernel primitive (see `_partitioning`): on a
+A public/local pair like every kernel primitive (see `_core.partitioning`): on a
 mesh each device normalises its own rows; nothing is exchanged.
 
 Parameters of the primitive:
@@ -27,28 +27,23 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._ffi_call import apply_impl, cpu_lowering
-from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._rms_formulas import forward_jnp
-from ._validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
-
-FFI_TARGET = "jax_lngb_rms_norm_forward"
-BACKWARDS = ("fused", "chained")
-
-rms_norm_forward_p = Primitive("rms_norm_forward")
-rms_norm_forward_p.multiple_results = True
-
-# The kernel on the rows one device holds (bound only by the lowering of
-# rms_norm_forward_p).
-rms_norm_forward_local_p = Primitive("rms_norm_forward_local")
-rms_norm_forward_local_p.multiple_results = True
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl, cpu_lowering
+from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from .formulas import forward_jnp
+from ..._core.validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
+from ..primitives import (
+    BACKWARDS,
+    RMS_NORM_FORWARD_TARGET,
+    rms_norm_forward_local_p,
+    rms_norm_forward_p,
+    rms_norm_tangent_p,
+)
 
 
 # --------------------------------------------------------- abstract evaluation
@@ -85,7 +80,7 @@ def _result_avals(x, gamma, *, batch_dims, backward):
 
 mlir.register_lowering(rms_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
 mlir.register_lowering(
-    rms_norm_forward_local_p, cpu_lowering(FFI_TARGET, _result_avals, float32_operands=(1,)), platform="cpu"
+    rms_norm_forward_local_p, cpu_lowering(RMS_NORM_FORWARD_TARGET, _result_avals, float32_operands=(1,)), platform="cpu"
 )
 
 
@@ -109,7 +104,6 @@ register_row_partitioning(rms_norm_forward_p, rms_norm_forward_local_p, _layout,
 
 
 def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
-    from .rms_tangent import rms_norm_tangent_p
 
     x, gamma = primals
     y, rstd = rms_norm_forward_p.bind(x, gamma, epsilon=epsilon, batch_dims=batch_dims, backward=backward)
@@ -137,7 +131,7 @@ _KINDS = (ROWS, PARAM)
 
 
 # y and rstd are per row: with gamma not mapped the mapped axis is more
-# rows, and AD then sums dgamma over all of them (see _batching).
+# rows, and AD then sums dgamma over all of them (see _core.batching).
 batching.primitive_batchers[rms_norm_forward_p] = row_wise_batcher(rms_norm_forward_p, _KINDS)
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -11,7 +11,7 @@ argument checks happen here, at trace time), the CPU lowering to the C++
 kernel through XLA FFI, the `jax.numpy` lowering every other platform uses,
 the JVP, the batching rule and the partitioning rule.
 
-The op is two primitives (see `_partitioning`): `layer_norm_grad_beta_p`,
+The op is two primitives (see `_core.partitioning`): `layer_norm_grad_beta_p`,
 which users and `layer_norm`'s VJP bind, and `layer_norm_grad_beta_local_p`,
 the kernel on one device's rows. The public one lowers to the local one,
 wrapped so that on a device mesh each device reduces its own rows and the
@@ -32,28 +32,26 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._partitioning import ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
-from ._validate import (
+from .._core import native
+from .._core.avals import derived_aval
+from .._core.partitioning import ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
+from .._core.validate import (
     check_batch_dims,
     check_kernel_dtype,
     check_same_dtype,
     check_same_shape,
 )
+from .primitives import (
+    LAYER_NORM_GRAD_BETA_TARGET,
+    layer_norm_grad_beta_local_p,
+    layer_norm_grad_beta_p,
+)
 
-FFI_TARGET = "jax_lngb_layer_norm_grad_beta"
-
-layer_norm_grad_beta_p = Primitive("layer_norm_grad_beta")
-layer_norm_grad_beta_p.multiple_results = True
 
 # The kernel on the rows one device holds (bound only by the lowering of
 # layer_norm_grad_beta_p; same parameters, same abstract evaluation).
-layer_norm_grad_beta_local_p = Primitive("layer_norm_grad_beta_local")
-layer_norm_grad_beta_local_p.multiple_results = True
 
 
 # ---------------------------------------------------------------- public API
@@ -113,7 +111,7 @@ def _abstract_eval(res, dy, *, out_dtype, batch_dims):
     check_kernel_dtype(_FN, "out_dtype", out_dtype)
     out_shape = res.shape[:batch_dims] + res.shape[-1:]
     # Typed like the inputs: inside shard_map the sums vary over the manual
-    # axes the inputs vary over (see _avals); group axes keep their sharding.
+    # axes the inputs vary over (see _core.avals); group axes keep their sharding.
     aval = derived_aval(res, out_shape, out_dtype, (*range(batch_dims), None), inputs=(dy,))
     return aval, aval
 
@@ -146,7 +144,7 @@ def _grad_beta_jnp(res, dy, *, out_dtype, batch_dims):
     return [pd_gamma.astype(out_dtype), pd_beta.astype(out_dtype)]
 
 
-_ffi_rule = jax.ffi.ffi_lowering(FFI_TARGET)
+_ffi_rule = jax.ffi.ffi_lowering(LAYER_NORM_GRAD_BETA_TARGET)
 
 
 def _cpu_lowering(ctx, res, dy, *, out_dtype, batch_dims):
@@ -220,7 +218,7 @@ def _batch(args, dims, *, out_dtype, batch_dims):
     The mapped axis becomes a new leading group axis, so the kernel returns
     one [H] result per mapped element ([G, H]). Folding it into the rows would
     sum over examples and silently break per-example gradients. (The row-wise
-    primitives fold instead when their parameters are shared; see _batching.
+    primitives fold instead when their parameters are shared; see _core.batching.
     A reduction over rows that were folded there comes out of reverse mode
     of the folded computation, where summing over all rows is right.)
     """
@@ -235,4 +233,4 @@ def _batch(args, dims, *, out_dtype, batch_dims):
 
 batching.primitive_batchers[layer_norm_grad_beta_p] = _batch
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -12,7 +12,7 @@ an Ascend NPU). On the CPU a C++ kernel writes both outputs in one pass over
 row blocks; elsewhere the jax.numpy formulas run.
 
 Row-wise in every output, so vmap with an unmapped gamma joins the rows
-(`_batching.row_wise_batcher`), and on a mesh each device works on its own rows.
+(`_core.batching.row_wise_batcher`), and on a mesh each device works on its own rows.
 
 Parameters of the primitive:
     batch_dims: leading axes that are independent problems; gamma [*G, H].
@@ -23,25 +23,21 @@ from __future__ import annotations
 import functools
 
 import jax
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _native
-from ._avals import derived_aval
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._ffi_call import apply_impl
-from ._partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
-from ._partitioning import ROWS as ROWS_ROLE
-from ._rms_formulas import grad_jnp
-from .rms_backward import check_backward_operands
-
-FFI_TARGET = "jax_lngb_rms_norm_grad"
-
-rms_norm_grad_p = Primitive("rms_norm_grad")
-rms_norm_grad_p.multiple_results = True
-
-rms_norm_grad_local_p = Primitive("rms_norm_grad_local")
-rms_norm_grad_local_p.multiple_results = True
+from ..._core import native
+from ..._core.avals import derived_aval
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
+from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
+from ..._core.partitioning import ROWS as ROWS_ROLE
+from .formulas import grad_jnp
+from .backward import check_backward_operands
+from ..primitives import (
+    RMS_NORM_GRAD_TARGET,
+    rms_norm_grad_local_p,
+    rms_norm_grad_p,
+)
 
 
 def _abstract_eval(dy, x, rstd, gamma, *, batch_dims):
@@ -61,7 +57,7 @@ def _grad_jnp(dy, x, rstd, gamma, *, batch_dims):
 
 def _cpu_call(dy, x, rstd, gamma, *, batch_dims):
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return jax.ffi.ffi_call(FFI_TARGET, (out, out))(dy, x, rstd, gamma.astype("float32"))
+    return jax.ffi.ffi_call(RMS_NORM_GRAD_TARGET, (out, out))(dy, x, rstd, gamma.astype("float32"))
 
 
 mlir.register_lowering(rms_norm_grad_local_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
@@ -94,7 +90,7 @@ ad.primitive_jvps[rms_norm_grad_p] = _jvp
 _KINDS = (ROWS, ROWS, ROWS, PARAM)
 
 
-# dx and res_for_gamma are per row (see _batching).
+# dx and res_for_gamma are per row (see _core.batching).
 batching.primitive_batchers[rms_norm_grad_p] = row_wise_batcher(rms_norm_grad_p, _KINDS)
 
-_native.register_cpu_targets()
+native.register_cpu_targets()

@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
-from .forward import BACKWARDS, layer_norm_forward_p
+from ..._core.validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
+from ..primitives import BACKWARDS, layer_norm_forward_p
 
 
 def layer_norm(

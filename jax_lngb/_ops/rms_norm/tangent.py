@@ -25,14 +25,13 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from ._avals import derived_aval, psum_to_match
-from ._batching import PARAM, ROWS, row_wise_batcher
-from ._ffi_call import apply_impl
-from ._rms_formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
-from ._validate import (
+from ..._core.avals import derived_aval, psum_to_match
+from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
+from .formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
+from ..._core.validate import (
     KERNEL_DTYPES,
     check_batch_dims,
     check_choice,
@@ -42,10 +41,14 @@ from ._validate import (
     check_same_dtype,
     check_same_shape,
 )
-from .rms_forward import BACKWARDS
+from ..primitives import (
+    BACKWARDS,
+    layer_norm_grad_beta_p,
+    rms_norm_backward_p,
+    rms_norm_grad_p,
+    rms_norm_tangent_p,
+)
 
-rms_norm_tangent_p = Primitive("rms_norm_tangent")
-rms_norm_tangent_p.multiple_results = True
 
 _KINDS = (ROWS, PARAM, ROWS, ROWS, PARAM)
 
@@ -109,9 +112,6 @@ def _aval(a):
 def _transpose(cts, t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward):
     """The RMSNorm backward: (dx, dgamma) from the cotangent of y (plus, when
     asked, the cotangent of the saved rstd)."""
-    from .grad_beta import layer_norm_grad_beta_p
-    from .rms_backward import rms_norm_backward_p
-    from .rms_grad import rms_norm_grad_p
 
     if any(ad.is_undefined_primal(a) for a in (x, rstd, gamma)):
         raise NotImplementedError("rms_norm_tangent is linear in (t_x, t_gamma) only")
@@ -159,5 +159,5 @@ ad.primitive_transposes[rms_norm_tangent_p] = _transpose
 
 
 # t_y and t_rstd are per row: with gamma not mapped the mapped axis is more
-# rows, and the transpose sums dgamma over all of them (see _batching).
+# rows, and the transpose sums dgamma over all of them (see _core.batching).
 batching.primitive_batchers[rms_norm_tangent_p] = row_wise_batcher(rms_norm_tangent_p, _KINDS)

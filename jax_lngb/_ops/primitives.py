@@ -1,0 +1,68 @@
+"""Every primitive of the package and the FFI target each one's kernel runs.
+
+Declared here, before any rule: the modules beside this one give each
+primitive its abstract evaluation, lowerings, partitioning, JVP, transpose
+and batching rules, and a rule that binds another primitive (the forward's
+JVP binds the tangent, the tangent's transpose binds the backward) imports
+it from here. The rule modules therefore never import each other in a loop,
+as in JAX's own `lax`. This module imports nothing else of the package.
+
+Each kernel primitive comes as a public/local pair (see
+`_core.partitioning`): the public one is what users bind and what
+differentiation and vmap see; the local one is the kernel on the rows one
+device holds, bound only by the public one's lowering.
+"""
+
+from __future__ import annotations
+
+from jax.extend.core import Primitive
+
+# The backward a LayerNorm or RMSNorm forward asks its VJP for: one fused
+# kernel, or CANN's chain of its two public operations.
+BACKWARDS = ("fused", "chained")
+
+# FFI targets of the CPU kernels (cpp/ffi/), registered by _core.native.
+LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_layer_norm_grad_beta"
+LAYER_NORM_FORWARD_TARGET = "jax_lngb_layer_norm_forward"
+LAYER_NORM_GRAD_TARGET = "jax_lngb_layer_norm_grad"
+LAYER_NORM_BACKWARD_TARGET = "jax_lngb_layer_norm_backward"
+RMS_NORM_FORWARD_TARGET = "jax_lngb_rms_norm_forward"
+RMS_NORM_GRAD_TARGET = "jax_lngb_rms_norm_grad"
+RMS_NORM_BACKWARD_TARGET = "jax_lngb_rms_norm_backward"
+
+# FFI targets of the AscendC kernels (cpp/ascend/ffi/), lowered by jax_lngb.ascend.
+ASCEND_LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
+# Every Ascend target, for jax_lngb.export.
+ASCEND_TARGETS = (ASCEND_LAYER_NORM_GRAD_BETA_TARGET,)
+
+
+def _primitive(name: str) -> Primitive:
+    p = Primitive(name)
+    p.multiple_results = True
+    return p
+
+
+# ----------------------------------------------------- CANN's LayerNormGradBeta
+layer_norm_grad_beta_p = _primitive("layer_norm_grad_beta")
+layer_norm_grad_beta_local_p = _primitive("layer_norm_grad_beta_local")
+
+# ------------------------------------------------------------------ LayerNorm
+layer_norm_forward_p = _primitive("layer_norm_forward")
+layer_norm_forward_local_p = _primitive("layer_norm_forward_local")
+# The forward's JVP, linear in the tangents; its transpose is the backward.
+layer_norm_tangent_p = _primitive("layer_norm_tangent")
+# CANN's LayerNormGrad: pd_x and res_for_gamma.
+layer_norm_grad_p = _primitive("layer_norm_grad")
+layer_norm_grad_local_p = _primitive("layer_norm_grad_local")
+# The fused backward: LayerNormGrad feeding LayerNormGradBeta in one pass.
+layer_norm_backward_p = _primitive("layer_norm_backward")
+layer_norm_backward_local_p = _primitive("layer_norm_backward_local")
+
+# -------------------------------------------------------------------- RMSNorm
+rms_norm_forward_p = _primitive("rms_norm_forward")
+rms_norm_forward_local_p = _primitive("rms_norm_forward_local")
+rms_norm_tangent_p = _primitive("rms_norm_tangent")
+rms_norm_grad_p = _primitive("rms_norm_grad")
+rms_norm_grad_local_p = _primitive("rms_norm_grad_local")
+rms_norm_backward_p = _primitive("rms_norm_backward")
+rms_norm_backward_local_p = _primitive("rms_norm_backward_local")

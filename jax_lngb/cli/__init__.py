@@ -1,0 +1,1 @@
+"""The `jax-lngb` command (`main`: info, demo, bench) and the demo."""
