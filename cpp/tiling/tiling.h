@@ -1,5 +1,5 @@
-// The jax_lngb tiling library: CANN's host tiling for LayerNormGradBeta and
-// LayerNormGrad, and the plan of our Ascend LayerNormGradBeta kernels.
+// The jax_lngb tiling library: CANN's host tiling for LayerNormGradBeta,
+// LayerNormGrad, LayerNorm and RmsNorm, and the plan of our Ascend LayerNormGradBeta kernels.
 // Plain C++17, no JAX, no Python: the Ascend launcher, the CPU emulation,
 // the Python bindings and C++ test drivers all link this one library.
 //
@@ -16,4 +16,6 @@
 #include "tiling/grad_beta_kernel_tiling.h"
 #include "tiling/layer_norm_grad_beta_tiling.h"
 #include "tiling/layer_norm_grad_tiling.h"
+#include "tiling/layer_norm_tiling.h"
+#include "tiling/rms_norm_tiling.h"
 #include "tiling/tiling_common.h"

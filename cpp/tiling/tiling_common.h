@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,5 +51,17 @@ std::string shape_str(const std::vector<int64_t>& dims);
 // reads its tiling in) and back.
 std::vector<uint8_t> pack_words(const uint32_t* words, size_t n);
 void unpack_words(const std::vector<uint8_t>& bytes, uint32_t* words, size_t n, const char* what);
+
+// A float tiling field travels as its IEEE-754 bits in one 32-bit word.
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 }  // namespace jax_lngb::tiling

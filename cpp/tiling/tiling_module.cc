@@ -28,7 +28,7 @@ std::pair<uint64_t, uint64_t> as_pair(const TmpSize& t) { return {t.max_bytes, t
 }  // namespace
 
 NB_MODULE(_tiling, m) {
-  m.doc() = "CANN LayerNormGradBeta / LayerNormGrad host tiling (jax_lngb tiling library)";
+  m.doc() = "CANN LayerNormGradBeta / LayerNormGrad / LayerNorm / RmsNorm host tiling (jax_lngb tiling library)";
 
   m.def("layer_norm_grad_beta_fields", [] { return names(LayerNormGradBetaTiling::field_names()); });
   m.def("layer_norm_grad_fields", [] { return names(LayerNormGradTiling::field_names()); });
@@ -53,6 +53,27 @@ NB_MODULE(_tiling, m) {
                               shape, stack, type_size, reuse,
                               parse_npu_arch(arch, "get_layer_norm_grad_nd_tiling_info"))
                               .pack());
+        });
+
+  m.def("layer_norm_fields", [] { return names(LayerNormTiling::field_names()); });
+  m.def("rms_norm_fields", [] { return names(RmsNormTiling::field_names()); });
+  m.def("layer_norm_max_min_tmp_size",
+        [](const std::vector<int64_t>& shape, int64_t type_size, bool reuse) {
+          return as_pair(layer_norm_max_min_tmp_size(shape, type_size, reuse));
+        });
+  m.def("layer_norm_nd_tiling_info",
+        [](const std::vector<int64_t>& shape, int64_t stack, int64_t type_size, bool reuse) {
+          return to_bytes(layer_norm_nd_tiling_info(shape, stack, type_size, reuse).pack());
+        });
+  m.def("rms_norm_max_min_tmp_size",
+        [](const std::vector<int64_t>& shape, int64_t type_size, bool basic_block) {
+          return as_pair(rms_norm_max_min_tmp_size(shape, type_size, basic_block));
+        });
+  m.def("rms_norm_tiling_info",
+        [](const std::vector<int64_t>& shape, const std::vector<int64_t>& original_shape, int64_t stack,
+           int64_t type_size, bool basic_block) {
+          return to_bytes(
+              rms_norm_tiling_info(shape, original_shape, stack, type_size, basic_block).pack());
         });
 
   m.def(

@@ -1,4 +1,5 @@
-"""CANN's host tiling for AscendC ``LayerNormGradBeta`` and ``LayerNormGrad``.
+"""CANN's host tiling for AscendC ``LayerNormGradBeta``, ``LayerNormGrad``,
+``LayerNorm`` (its [B, S, H] form) and ``RmsNorm``.
 
 One C++ implementation (``cpp/tiling/``) serves the Ascend launcher, the CPU
 emulation of the kernel and this module. The functions follow CANN's
@@ -45,10 +46,16 @@ __all__ = [
     "LayerNormGradBetaTiling",
     "NpuArchDefaults",
     "LayerNormGradTiling",
+    "LayerNormTiling",
+    "RmsNormTiling",
     "get_layer_norm_grad_beta_max_min_tmp_size",
     "get_layer_norm_grad_beta_nd_tiling_info",
     "get_layer_norm_grad_max_min_tmp_size",
     "get_layer_norm_grad_nd_tiling_info",
+    "get_layer_norm_max_min_tmp_size",
+    "get_layer_norm_nd_tiling_info",
+    "get_rms_norm_max_min_tmp_size",
+    "get_rms_norm_tiling_info",
     "npu_arch_defaults",
     "plan_layer_norm_grad_beta_kernel",
 ]
@@ -145,14 +152,94 @@ class LayerNormGradTiling(_PackedTiling):
         return float(np.array(self.last_dim_value_back, np.uint32).view(np.float32))
 
 
+class _PackedTilingWithFloats(_PackedTiling):
+    """Tiling records with float fields (CANN declares them ``float``): each packs
+    as its IEEE-754 bits in one little-endian word, so a value read back is the
+    exact float32 the kernel sees."""
+
+    _FLOAT_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def _format(cls) -> str:
+        return "<" + "".join("f" if f in cls._FLOAT_FIELDS else "I" for f in cls._FIELDS)
+
+    def to_bytes(self) -> bytes:
+        return struct.pack(self._format(), *(getattr(self, f) for f in self._FIELDS))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Any:
+        n = len(cls._FIELDS)
+        if len(data) != 4 * n:
+            raise ValueError(f"{cls.__name__}.from_bytes: need {4 * n} bytes; got {len(data)}")
+        return cls(*struct.unpack(cls._format(), data))
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerNormTiling(_PackedTilingWithFloats):
+    """CANN's ``LayerNormTiling`` (the [B, S, H] LayerNorm that outputs mean and
+    variance). Sizes and positions count fp32 slots of the stack buffer;
+    ``last_dim_value_back`` is the float32 1 / original H."""
+
+    b_length: int
+    s_length: int
+    h_length: int
+    original_h_length: int
+    input_x_size: int
+    mean_var_size: int
+    number_of_tmp_buf: int
+    mean_tmp_tensor_pos: int
+    mean_tmp_tensor_size: int
+    variance_tmp_tensor_pos: int
+    variance_tmp_tensor_size: int
+    tmp_buf_size: int
+    one_tmp_size: int
+    first_tmp_start_pos: int
+    second_tmp_start_pos: int
+    third_tmp_start_pos: int
+    loop_round: int
+    input_round_size: int
+    input_tail_size: int
+    input_tail_pos: int
+    mean_var_round_size: int
+    mean_var_tail_size: int
+    mean_var_tail_pos: int
+    bsh_cur_length: int
+    bs_cur_length: int
+    last_dim_value_back: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RmsNormTiling(_PackedTilingWithFloats):
+    """CANN's ``RmsNormTiling``. Lengths count elements; ``reciprocal_of_h_length``
+    is the float32 1 / original H."""
+
+    b_length: int
+    s_length: int
+    h_length: int
+    original_h_length: int
+    reciprocal_of_h_length: float
+    main_bsh_length: int
+    main_bs_length: int
+    main_bs_length_align: int
+    loop_round: int
+    input_tail_pos: int
+    tail_bsh_length: int
+    tail_bs_length: int
+
+
 # One source of truth for the field order: the C++ struct definitions.
 for _cls, _names in (
     (LayerNormGradBetaTiling, _tiling.layer_norm_grad_beta_fields()),
     (LayerNormGradTiling, _tiling.layer_norm_grad_fields()),
+    (LayerNormTiling, _tiling.layer_norm_fields()),
+    (RmsNormTiling, _tiling.rms_norm_fields()),
 ):
     _cls._FIELDS = tuple(f.name for f in dataclasses.fields(_cls))
     if list(_cls._FIELDS) != list(_names):  # pragma: no cover - a build/source mismatch
         raise ImportError(f"jax_lngb.tiling: {_cls.__name__} fields differ from the compiled library")
+    if issubclass(_cls, _PackedTilingWithFloats):
+        # `from __future__ import annotations` keeps the annotations as strings.
+        _cls._FLOAT_FIELDS = frozenset(f.name for f in dataclasses.fields(_cls) if f.type in (float, "float"))
 
 
 # ------------------------------------------------------------ argument checks
@@ -174,6 +261,13 @@ def _shape(fn: str, shape: Any) -> list[int]:
     if not isinstance(shape, Sequence) or isinstance(shape, (str, bytes)):
         raise TypeError(f"{fn}: shape must be a sequence (B, S, H) or (B, S, H, original_H); got {shape!r}")
     return [_int(fn, "shape", d) for d in shape]
+
+
+def _dims(fn: str, name: str, value: Any) -> list[int]:
+    """A (B, S, H) shape argument other than the (B, S, H[, original_H]) ``shape``."""
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise TypeError(f"{fn}: {name} must be a sequence (B, S, H); got {value!r}")
+    return [_int(fn, name, d) for d in value]
 
 
 def _bool(fn: str, name: str, value: Any) -> bool:
@@ -258,6 +352,90 @@ def get_layer_norm_grad_nd_tiling_info(
         _arch(fn, npu_arch),
     )
     return LayerNormGradTiling.from_bytes(data)
+
+
+# ---------------------------------------------------------------- LayerNorm
+
+
+def get_layer_norm_max_min_tmp_size(
+    shape: Sequence[int], type_size: int, is_reuse_source: bool = False
+) -> tuple[int, int]:
+    """``(max_bytes, min_bytes)`` of the stack buffer LayerNorm ([B, S, H] form) needs.
+
+    With k = 2 for float with ``is_reuse_source``, else 3, and ceil32 rounding
+    bytes up to a 32-byte block: max = k*ceil32(B*S*H*4) + 2*ceil32(B*S*4),
+    min = k*ceil32(H*4) + 2*ceil32(B*S*4).
+    """
+    fn = "get_layer_norm_max_min_tmp_size"
+    return _tiling.layer_norm_max_min_tmp_size(
+        _shape(fn, shape), _int(fn, "type_size", type_size), _bool(fn, "is_reuse_source", is_reuse_source)
+    )
+
+
+def get_layer_norm_nd_tiling_info(
+    shape: Sequence[int], stack_buffer_size: int, type_size: int, is_reuse_source: bool = False
+) -> LayerNormTiling:
+    """CANN's LayerNorm ND tiling for a stack buffer of ``stack_buffer_size`` bytes.
+
+    Raises ``ValueError`` below the minimum of
+    :func:`get_layer_norm_max_min_tmp_size` (CANN documents that bound as
+    required; its own function still tiles some smaller float buffers).
+    """
+    fn = "get_layer_norm_nd_tiling_info"
+    data = _tiling.layer_norm_nd_tiling_info(
+        _shape(fn, shape),
+        _int(fn, "stack_buffer_size", stack_buffer_size),
+        _int(fn, "type_size", type_size),
+        _bool(fn, "is_reuse_source", is_reuse_source),
+    )
+    return LayerNormTiling.from_bytes(data)
+
+
+# ------------------------------------------------------------------ RmsNorm
+
+
+def get_rms_norm_max_min_tmp_size(
+    shape: Sequence[int], type_size: int, is_basic_block: bool = False
+) -> tuple[int, int]:
+    """``(max_bytes, min_bytes)`` of the stack buffer RmsNorm needs; ``shape`` is (B, S, H).
+
+    With c = 2 for half and 1 for float: max = (c*B*S*H + B*S rounded up to a
+    multiple of 32 // type_size) * 4, min = (c*H + 8) * 4. With
+    ``is_basic_block`` the shape must suit the basic-block kernel (H a multiple
+    of 64 below 2048, B*S a multiple of 8); CANN returns false otherwise, this
+    raises ``ValueError``.
+    """
+    fn = "get_rms_norm_max_min_tmp_size"
+    return _tiling.rms_norm_max_min_tmp_size(
+        _dims(fn, "shape", shape), _int(fn, "type_size", type_size), _bool(fn, "is_basic_block", is_basic_block)
+    )
+
+
+def get_rms_norm_tiling_info(
+    shape: Sequence[int],
+    original_shape: Sequence[int] | None,
+    stack_buffer_size: int,
+    type_size: int,
+    is_basic_block: bool = False,
+) -> RmsNormTiling:
+    """CANN's RmsNorm tiling (``GetRmsNormTilingInfo``) for a stack buffer of
+    ``stack_buffer_size`` bytes.
+
+    ``shape`` is (B, S, H) with H * type_size a multiple of 32; ``original_shape``
+    (B, S, original H), or ``None`` for ``shape`` itself. Raises ``ValueError``
+    wherever CANN returns false (see :func:`get_rms_norm_max_min_tmp_size`; also
+    a buffer below its minimum, a misaligned H, a mismatched original shape).
+    """
+    fn = "get_rms_norm_tiling_info"
+    dims = _dims(fn, "shape", shape)
+    data = _tiling.rms_norm_tiling_info(
+        dims,
+        dims if original_shape is None else _dims(fn, "original_shape", original_shape),
+        _int(fn, "stack_buffer_size", stack_buffer_size),
+        _int(fn, "type_size", type_size),
+        _bool(fn, "is_basic_block", is_basic_block),
+    )
+    return RmsNormTiling.from_bytes(data)
 
 
 # ------------------------------------------- the plan of our Ascend kernels
