@@ -69,7 +69,7 @@ def fused_backward_like() -> jax.extend.core.Primitive:
     from jax.extend.core import Primitive
     from jax.interpreters import mlir
 
-    from jax_lngb import _partitioning as part
+    from jax_lngb._core import partitioning as part
     from jax_lngb._core.avals import derived_aval
 
     public, local = Primitive("fused_backward_like"), Primitive("fused_backward_like_local")

@@ -20,7 +20,7 @@ import jaxlib
 import pytest
 
 import jax_lngb
-from jax_lngb import __main__ as cli
+from jax_lngb.cli import main as cli
 from jax_lngb._core import native as _native
 from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, random_array, run_python
 
-from jax_lngb._core import native as _native, layer_norm, layer_norm_forward_p, layer_norm_grad, layer_norm_grad_beta
+from jax_lngb import layer_norm, layer_norm_forward_p, layer_norm_grad, layer_norm_grad_beta
+from jax_lngb._core import native as _native
 
 # Computes results for a few shapes/dtypes and prints a digest of their bits.
 # Every branch of the partition appears: many row blocks, column chunks

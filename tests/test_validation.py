@@ -30,7 +30,6 @@ import pytest
 
 from conftest import enable_x64
 from jax_lngb import (
-    _validate,
     layer_norm,
     layer_norm_backward_p,
     layer_norm_forward_p,
@@ -40,6 +39,7 @@ from jax_lngb import (
     layer_norm_grad_p,
     layer_norm_tangent_p,
 )
+from jax_lngb._core import validate as _validate
 
 F32, F16, BF16 = jnp.float32, jnp.float16, jnp.bfloat16
 KEY = jax.random.key(0).dtype  # an extended (non-NumPy) dtype
