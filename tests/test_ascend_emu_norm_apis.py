@@ -89,12 +89,31 @@ def layer_norm_tiling(b, s, h, h0, stack_bytes, ts, reuse) -> dict:
     assert one > 0, "stack too small for one row"
     tail = bsh % one
     return dict(
-        bLength=b, sLength=s, hLength=h, originalHLength=h0, inputXSize=bsh, meanVarSize=bs,
-        numberOfTmpBuf=n_tmp, meanTmpTensorPos=0, meanTmpTensorSize=mts, varianceTmpTensorPos=mts,
-        varianceTmpTensorSize=mts, tmpBufSize=tmp_buf, oneTmpSize=one, firstTmpStartPos=mv_total,
-        secondTmpStartPos=mv_total + one, thirdTmpStartPos=mv_total + 2 * one, loopRound=bsh // one,
-        inputRoundSize=one, inputTailSize=tail, inputTailPos=bsh - tail, meanVarRoundSize=one // h,
-        meanVarTailSize=tail // h, meanVarTailPos=bs - tail // h, bshCurLength=one, bsCurLength=one // h,
+        bLength=b,
+        sLength=s,
+        hLength=h,
+        originalHLength=h0,
+        inputXSize=bsh,
+        meanVarSize=bs,
+        numberOfTmpBuf=n_tmp,
+        meanTmpTensorPos=0,
+        meanTmpTensorSize=mts,
+        varianceTmpTensorPos=mts,
+        varianceTmpTensorSize=mts,
+        tmpBufSize=tmp_buf,
+        oneTmpSize=one,
+        firstTmpStartPos=mv_total,
+        secondTmpStartPos=mv_total + one,
+        thirdTmpStartPos=mv_total + 2 * one,
+        loopRound=bsh // one,
+        inputRoundSize=one,
+        inputTailSize=tail,
+        inputTailPos=bsh - tail,
+        meanVarRoundSize=one // h,
+        meanVarTailSize=tail // h,
+        meanVarTailPos=bs - tail // h,
+        bshCurLength=one,
+        bsCurLength=one // h,
         lastDimValueBack=float(np.float32(1.0) / np.float32(h0)),
     )
 
@@ -131,12 +150,32 @@ def layer_norm_grad_tiling(b, s, h, h0, stack_bytes, ts, reuse) -> dict:
         pos["tmpTensorPos"], pos["tmpTensor1Pos"], pos["tmpTensor2Pos"] = 6 * one, 7 * one, 8 * one
     else:
         pos["tmpTensorPos"] = pos["tmpTensor1Pos"] = pos["tmpTensor2Pos"] = 0
-    t = dict(stackBufferSize=stack_bytes, bLength=b, sLength=s, hLength=h, originalHLength=h0, oneCalSize=one,
-             nohCalSize=noh, loopNum=bsh // one, tailSize=bsh % one, nohTailSize=(bsh % one) // h,
-             lastDimValueBack=f32_bits(float(np.float32(1.0) / np.float32(h0))),
-             lastDimValueBackMulTwo=f32_bits(float(np.float32(2.0) / np.float32(h0))), **pos)
-    for f in ("tmpTensorBSH", "pdVarTensor", "pdMeanTensor", "x1Tensor", "x2Tensor", "x3Tensor", "tmpTensor",
-              "tmpTensor1", "tmpTensor2"):
+    t = dict(
+        stackBufferSize=stack_bytes,
+        bLength=b,
+        sLength=s,
+        hLength=h,
+        originalHLength=h0,
+        oneCalSize=one,
+        nohCalSize=noh,
+        loopNum=bsh // one,
+        tailSize=bsh % one,
+        nohTailSize=(bsh % one) // h,
+        lastDimValueBack=f32_bits(float(np.float32(1.0) / np.float32(h0))),
+        lastDimValueBackMulTwo=f32_bits(float(np.float32(2.0) / np.float32(h0))),
+        **pos,
+    )
+    for f in (
+        "tmpTensorBSH",
+        "pdVarTensor",
+        "pdMeanTensor",
+        "x1Tensor",
+        "x2Tensor",
+        "x3Tensor",
+        "tmpTensor",
+        "tmpTensor1",
+        "tmpTensor2",
+    ):
         t[f + "Size"] = one
     return t
 
@@ -172,21 +211,56 @@ def rms_norm_tiling(b, s, h, h0, stack_bytes, ts, basic) -> dict:
     one = bs * h
     bsh = b * s * h
     tail = bsh % one
-    return dict(bLength=b, sLength=s, hLength=h, originalHLength=h0,
-                reciprocalOfHLength=float(np.float32(1.0 / h0)), mainBshLength=one, mainBsLength=bs,
-                mainBsLengthAlign=ceil_to(bs, 8), loopRound=bsh // one, inputTailPos=bsh - tail,
-                tailBshLength=tail, tailBsLength=tail // h)
+    return dict(
+        bLength=b,
+        sLength=s,
+        hLength=h,
+        originalHLength=h0,
+        reciprocalOfHLength=float(np.float32(1.0 / h0)),
+        mainBshLength=one,
+        mainBsLength=bs,
+        mainBsLengthAlign=ceil_to(bs, 8),
+        loopRound=bsh // one,
+        inputTailPos=bsh - tail,
+        tailBshLength=tail,
+        tailBsLength=tail // h,
+    )
 
 
 # ------------------------------------------------------------------ running
 
 
-def run(api, dtype, shape, inputs, tiling_words, tmp_bytes, eps, flag=False, mode="normal", calls=1,
-        ub_bytes=196608, npu_arch=2201):
+def run(
+    api,
+    dtype,
+    shape,
+    inputs,
+    tiling_words,
+    tmp_bytes,
+    eps,
+    flag=False,
+    mode="normal",
+    calls=1,
+    ub_bytes=196608,
+    npu_arch=2201,
+):
     b, s, h = shape
     outs, after, stats = _ascend_emu.run_norm_api(
-        api, np.dtype(dtype).itemsize, flag, b, s, h, [np.ascontiguousarray(a, dtype).tobytes() for a in inputs],
-        tiling_words, tmp_bytes, eps, mode, calls, ub_bytes, npu_arch)
+        api,
+        np.dtype(dtype).itemsize,
+        flag,
+        b,
+        s,
+        h,
+        [np.ascontiguousarray(a, dtype).tobytes() for a in inputs],
+        tiling_words,
+        tmp_bytes,
+        eps,
+        mode,
+        calls,
+        ub_bytes,
+        npu_arch,
+    )
     return [np.frombuffer(o, dtype) for o in outs], after, stats
 
 
@@ -215,8 +289,10 @@ def assert_within(got, ref, bound, what):
     got = np.asarray(got, np.float64)
     err = np.abs(got - ref)
     bad = ~(err <= bound)
-    assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} values out of bounds; worst err "
-                           f"{err[bad].max()} vs bound {bound[bad][np.argmax(err[bad])]}")
+    assert not bad.any(), (
+        f"{what}: {bad.sum()} of {bad.size} values out of bounds; worst err "
+        f"{err[bad].max()} vs bound {bound[bad][np.argmax(err[bad])]}"
+    )
 
 
 def shape_id(v) -> str:
@@ -264,8 +340,17 @@ def run_layer_norm(x, g, b, shape, h0, eps, dtype, tmp="max", reuse=False, tmp_b
     mx, mn = layer_norm_tmp(bb, s, h, ts, reuse)
     stack = {"max": mx, "min": mn}.get(tmp, tmp)
     t = layer_norm_tiling(bb, s, h, h0, stack, ts, reuse)
-    (y, mean, var), after, _ = run("layer_norm", dtype, shape, [x, g, b], words(LN_FIELDS, t),
-                                   stack if tmp_bytes is None else tmp_bytes, eps, flag=reuse, **kw)
+    (y, mean, var), after, _ = run(
+        "layer_norm",
+        dtype,
+        shape,
+        [x, g, b],
+        words(LN_FIELDS, t),
+        stack if tmp_bytes is None else tmp_bytes,
+        eps,
+        flag=reuse,
+        **kw,
+    )
     return y.reshape(x.shape), mean, var, t, after
 
 
@@ -406,8 +491,18 @@ LNG_UB = 1 << 21
 def run_layer_norm_grad(ins, shape, h0, eps, dtype, stack, reuse=False, tmp_bytes=None, ub_bytes=LNG_UB, **kw):
     b, s, h = shape
     t = layer_norm_grad_tiling(b, s, h, h0, stack, np.dtype(dtype).itemsize, reuse)
-    (pdx, res), after, _ = run("layer_norm_grad", dtype, shape, list(ins), words(LNG_FIELDS, t),
-                               stack if tmp_bytes is None else tmp_bytes, eps, flag=reuse, ub_bytes=ub_bytes, **kw)
+    (pdx, res), after, _ = run(
+        "layer_norm_grad",
+        dtype,
+        shape,
+        list(ins),
+        words(LNG_FIELDS, t),
+        stack if tmp_bytes is None else tmp_bytes,
+        eps,
+        flag=reuse,
+        ub_bytes=ub_bytes,
+        **kw,
+    )
     return pdx.reshape(ins[0].shape), res.reshape(ins[0].shape), t
 
 
@@ -447,8 +542,9 @@ def test_layer_norm_grad_chunks_and_temporary_space_do_not_change_bits(rng, dtyp
         np.testing.assert_array_equal(bits(other[0]), bits(whole[0]))
         np.testing.assert_array_equal(bits(other[1]), bits(whole[1]))
     if dtype == F32:
-        reuse = run_layer_norm_grad(ins, shape, h0, 1e-5, dtype, layer_norm_grad_fitting_tmp(16, 16, 4, True),
-                                    reuse=True)
+        reuse = run_layer_norm_grad(
+            ins, shape, h0, 1e-5, dtype, layer_norm_grad_fitting_tmp(16, 16, 4, True), reuse=True
+        )
         assert reuse[2]["x1TensorPos"] == 0 and reuse[2]["x3TensorPos"] == 3 * reuse[2]["oneCalSize"]
         np.testing.assert_array_equal(bits(reuse[0]), bits(whole[0]))
         np.testing.assert_array_equal(bits(reuse[1]), bits(whole[1]))
@@ -463,8 +559,11 @@ def test_layer_norm_grad_cann_tmp_sizes_can_overflow_their_buffer(rng, dtype, wh
     ins = grad_inputs(rng, shape, 16, dtype)
     mx, mn = layer_norm_grad_tmp(*shape, dtype.itemsize, False)
     stack = {"min": mn, "max": mx}[which]
-    with pytest.raises(KernelFault, match=r"LayerNormGrad: the tiling puts \w+ at fp32 slots \d+\.\.\d+, past the end "
-                                          r"of sharedTmpBuffer \(\d+ fp32 slots\)"):
+    with pytest.raises(
+        KernelFault,
+        match=r"LayerNormGrad: the tiling puts \w+ at fp32 slots \d+\.\.\d+, past the end "
+        r"of sharedTmpBuffer \(\d+ fp32 slots\)",
+    ):
         run_layer_norm_grad(ins, shape, 16, 1e-5, dtype, stack)
 
 
@@ -477,8 +576,9 @@ def test_layer_norm_grad_padded_h_writes_the_padding_and_shifts_pd_x(rng):
     x = x + np.where(np.arange(48) < h0, np.float32(2.0), np.float32(0.0))  # a large mean makes the shift visible
     x64 = x.astype(np.float64)[:, :h0]
     mean, var = x64.mean(1).astype(F32), x64.var(1).astype(F32)
-    pdx, res, _ = run_layer_norm_grad((dy, x, var, mean, g), shape, h0, 1e-5, F32,
-                                      layer_norm_grad_fitting_tmp(6, 48, 4, False))
+    pdx, res, _ = run_layer_norm_grad(
+        (dy, x, var, mean, g), shape, h0, 1e-5, F32, layer_norm_grad_fitting_tmp(6, 48, 4, False)
+    )
     m, v = mean.astype(np.float64), var.astype(np.float64)
     r = 1 / np.sqrt(v + float(np.float32(1e-5)))
     np.testing.assert_allclose(res[:, h0:], np.broadcast_to((-m * r)[:, None], (6, 48 - h0)), rtol=1e-5)
@@ -504,8 +604,9 @@ def test_layer_norm_grad_feeds_res_for_gamma_the_layer_norm_forward_defines(rng)
     b = make_vec(rng, 64, 64, F32)
     y, mean, var, _, _ = run_layer_norm(x, g, b, shape, 64, 1e-5, F32)
     dy = make_rows(rng, shape, 64, F32)
-    _, res, _ = run_layer_norm_grad((dy, x, var, mean, g), shape, 64, 1e-5, F32,
-                                    layer_norm_grad_fitting_tmp(8, 64, 4, False))
+    _, res, _ = run_layer_norm_grad(
+        (dy, x, var, mean, g), shape, 64, 1e-5, F32, layer_norm_grad_fitting_tmp(8, 64, 4, False)
+    )
     np.testing.assert_allclose(res * g + b, y, rtol=1e-5, atol=1e-5)
 
 
@@ -528,13 +629,29 @@ def run_rms_norm(x, g, shape, h0, eps, dtype, tmp="max", basic=False, tmp_bytes=
     mx, mn = rms_norm_tmp(b, s, h, ts)
     stack = {"max": mx, "min": mn}.get(tmp, tmp)
     t = rms_norm_tiling(b, s, h, h0, stack, ts, basic)
-    (y,), after, _ = run("rms_norm", dtype, shape, [x, g], words(RMS_FIELDS, t),
-                         stack if tmp_bytes is None else tmp_bytes, eps, flag=basic, **kw)
+    (y,), after, _ = run(
+        "rms_norm",
+        dtype,
+        shape,
+        [x, g],
+        words(RMS_FIELDS, t),
+        stack if tmp_bytes is None else tmp_bytes,
+        eps,
+        flag=basic,
+        **kw,
+    )
     return y.reshape(x.shape), t
 
 
-RMS_SHAPES = [((2, 3, 16), 16), ((1, 8, 64), 64), ((2, 4, 96), 96), ((1, 5, 200), 197), ((1, 2, 2048), 2048),
-              ((4, 100, 8), 8), ((3, 7, 48), 40)]
+RMS_SHAPES = [
+    ((2, 3, 16), 16),
+    ((1, 8, 64), 64),
+    ((2, 4, 96), 96),
+    ((1, 5, 200), 197),
+    ((1, 2, 2048), 2048),
+    ((4, 100, 8), 8),
+    ((3, 7, 48), 40),
+]
 
 
 @pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
@@ -596,8 +713,9 @@ def test_epsilon_reaches_each_api_as_t(rng, dtype):
     assert (np.abs(y - layer_norm_ref(x, g, b, 32, 0.0, dtype)[0][0]) > by).any()
     ins = grad_inputs(rng, shape, 32, dtype)
     ins = (ins[0], x, x.astype(np.float64).var(1).astype(dtype), x.astype(np.float64).mean(1).astype(dtype), g)
-    pdx, _, _ = run_layer_norm_grad(ins, shape, 32, eps, dtype, layer_norm_grad_fitting_tmp(8, 32, dtype.itemsize,
-                                                                                            False))
+    pdx, _, _ = run_layer_norm_grad(
+        ins, shape, 32, eps, dtype, layer_norm_grad_fitting_tmp(8, 32, dtype.itemsize, False)
+    )
     (rx, bx), _ = layer_norm_grad_ref(*ins, 32, eps, dtype)
     assert_within(pdx, rx, bx, "LayerNormGrad pd_x")
     assert (np.abs(pdx - layer_norm_grad_ref(*ins, 32, 0.0, dtype)[0][0]) > bx).any()
@@ -629,8 +747,9 @@ def lng_call(rng, dtype=F32, h=16, h0=16, patch=None, tmp=None, **kw):
     stack = layer_norm_grad_fitting_tmp(4, h, dtype.itemsize, False)
     t = layer_norm_grad_tiling(1, 4, h, h0, stack, dtype.itemsize, False)
     t.update(patch or {})
-    return run("layer_norm_grad", dtype, shape, list(ins), words(LNG_FIELDS, t), stack if tmp is None else tmp, 1e-5,
-               **kw)
+    return run(
+        "layer_norm_grad", dtype, shape, list(ins), words(LNG_FIELDS, t), stack if tmp is None else tmp, 1e-5, **kw
+    )
 
 
 def rms_call(rng, dtype=F32, h=16, h0=16, patch=None, tmp=None, **kw):
@@ -657,21 +776,32 @@ def test_correct_calls_run_clean(rng, api):
 
 @pytest.mark.parametrize("api", CALLS)
 def test_misaligned_operand_faults(rng, api):
-    with pytest.raises(KernelFault, match=rf"{api}: {X_NAME[api]} starts at unified-buffer address \d+, which is "
-                                          r"not 32-byte aligned"):
+    with pytest.raises(
+        KernelFault,
+        match=rf"{api}: {X_NAME[api]} starts at unified-buffer address \d+, which is "
+        r"not 32-byte aligned",
+    ):
         CALLS[api](rng, mode="misaligned")
 
 
 @pytest.mark.parametrize("api", CALLS)
 def test_operand_outside_the_unified_buffer_faults(rng, api):
-    with pytest.raises(KernelFault, match=rf"{api}: {GAMMA_NAME[api]} is in TPosition::A1; the API takes "
-                                          r"unified-buffer tensors only \(TPosition VECIN/VECOUT/VECCALC\)"):
+    with pytest.raises(
+        KernelFault,
+        match=rf"{api}: {GAMMA_NAME[api]} is in TPosition::A1; the API takes "
+        r"unified-buffer tensors only \(TPosition VECIN/VECOUT/VECCALC\)",
+    ):
         CALLS[api](rng, mode="wrong_position")
 
 
-@pytest.mark.parametrize("api,pair", [("LayerNorm", "outputMean .* and outputVariance"),
-                                      ("LayerNormGrad", "outputPdX .* and resForGamma"),
-                                      ("RmsNorm", "dstLocal .* and gammaLocal")])
+@pytest.mark.parametrize(
+    "api,pair",
+    [
+        ("LayerNorm", "outputMean .* and outputVariance"),
+        ("LayerNormGrad", "outputPdX .* and resForGamma"),
+        ("RmsNorm", "dstLocal .* and gammaLocal"),
+    ],
+)
 def test_operands_sharing_memory_fault(rng, api, pair):
     with pytest.raises(KernelFault, match=rf"{api}: {pair} .* overlap; the API does not allow them to share memory"):
         CALLS[api](rng, mode="overlap")
@@ -682,41 +812,63 @@ def test_operands_sharing_memory_fault(rng, api, pair):
 def test_unpadded_h_faults(rng, api, dtype):
     # H = 12 is 48 bytes of float, 24 of half: not whole 32-byte blocks
     h = 12
-    with pytest.raises(KernelFault, match=rf"{api}: tiling.hLength = 12 (float|half) elements is \d+ bytes, not a "
-                                          r"multiple of 32: the last axis must be padded"):
+    with pytest.raises(
+        KernelFault,
+        match=rf"{api}: tiling.hLength = 12 (float|half) elements is \d+ bytes, not a "
+        r"multiple of 32: the last axis must be padded",
+    ):
         CALLS[api](rng, dtype=dtype, h=h, h0=h)
 
 
-@pytest.mark.parametrize("api,minimum", [("LayerNorm", 3 * 64 + 2 * 32), ("LayerNormGrad", 64 * 6 * 4),
-                                         ("RmsNorm", (16 + 8) * 4)])
+@pytest.mark.parametrize(
+    "api,minimum", [("LayerNorm", 3 * 64 + 2 * 32), ("LayerNormGrad", 64 * 6 * 4), ("RmsNorm", (16 + 8) * 4)]
+)
 def test_temporary_space_below_the_documented_minimum_faults(rng, api, minimum):
-    with pytest.raises(KernelFault, match=rf"{api}: sharedTmpBuffer has {minimum - 32} bytes, less than the "
-                                          rf"{minimum} bytes Get{api}MaxMinTmpSize gives as the minimum"):
+    with pytest.raises(
+        KernelFault,
+        match=rf"{api}: sharedTmpBuffer has {minimum - 32} bytes, less than the "
+        rf"{minimum} bytes Get{api}MaxMinTmpSize gives as the minimum",
+    ):
         CALLS[api](rng, tmp=minimum - 32)
 
 
 def test_temporary_space_below_the_tiling_faults(rng):
     mx, mn = layer_norm_tmp(1, 4, 16, 4, False)
-    with pytest.raises(KernelFault, match=rf"LayerNorm: sharedTmpBuffer holds {mn // 4} fp32 slots, the tiling's "
-                                          rf"tmpBufSize is {mx // 4}"):
+    with pytest.raises(
+        KernelFault,
+        match=rf"LayerNorm: sharedTmpBuffer holds {mn // 4} fp32 slots, the tiling's "
+        rf"tmpBufSize is {mx // 4}",
+    ):
         ln_call(rng, tmp=mn)
-    with pytest.raises(KernelFault, match=r"LayerNormGrad: sharedTmpBuffer has \d+ bytes, the tiling's "
-                                          r"stackBufferSize is \d+"):
+    with pytest.raises(
+        KernelFault,
+        match=r"LayerNormGrad: sharedTmpBuffer has \d+ bytes, the tiling's "
+        r"stackBufferSize is \d+",
+    ):
         lng_call(rng, patch={"stackBufferSize": layer_norm_grad_fitting_tmp(4, 16, 4, False) + 32})
-    with pytest.raises(KernelFault, match=r"RmsNorm: the tiling puts the row sums and the fp32 work buffer at fp32 "
-                                          r"slots 0\.\.\d+, past the end of sharedTmpBuffer"):
+    with pytest.raises(
+        KernelFault,
+        match=r"RmsNorm: the tiling puts the row sums and the fp32 work buffer at fp32 "
+        r"slots 0\.\.\d+, past the end of sharedTmpBuffer",
+    ):
         rms_call(rng, tmp=rms_norm_tmp(1, 4, 16, 4)[1])
 
 
-@pytest.mark.parametrize("api,patch,rule", [
-    ("LayerNorm", {"inputXSize": 63}, "inputXSize = 63 is not bLength \\* sLength \\* hLength = 64"),
-    ("LayerNorm", {"originalHLength": 17}, "originalHLength = 17 must be in \\[1, hLength = 16\\]"),
-    ("LayerNormGrad", {"nohCalSize": 4, "oneCalSize": 64, "loopNum": 1, "tailSize": 0, "nohTailSize": 0},
-     "nohCalSize = 4 rows is not a multiple of 8"),
-    ("LayerNormGrad", {"loopNum": 2}, "loopNum \\* oneCalSize \\+ tailSize is not"),
-    ("RmsNorm", {"mainBsLengthAlign": 4}, "mainBsLengthAlign = 4 is not mainBsLength rounded up to 8"),
-    ("RmsNorm", {"originalHLength": 1, "reciprocalOfHLength": 1.0}, "originalHLength = 1: CANN's row reduction"),
-])
+@pytest.mark.parametrize(
+    "api,patch,rule",
+    [
+        ("LayerNorm", {"inputXSize": 63}, "inputXSize = 63 is not bLength \\* sLength \\* hLength = 64"),
+        ("LayerNorm", {"originalHLength": 17}, "originalHLength = 17 must be in \\[1, hLength = 16\\]"),
+        (
+            "LayerNormGrad",
+            {"nohCalSize": 4, "oneCalSize": 64, "loopNum": 1, "tailSize": 0, "nohTailSize": 0},
+            "nohCalSize = 4 rows is not a multiple of 8",
+        ),
+        ("LayerNormGrad", {"loopNum": 2}, "loopNum \\* oneCalSize \\+ tailSize is not"),
+        ("RmsNorm", {"mainBsLengthAlign": 4}, "mainBsLengthAlign = 4 is not mainBsLength rounded up to 8"),
+        ("RmsNorm", {"originalHLength": 1, "reciprocalOfHLength": 1.0}, "originalHLength = 1: CANN's row reduction"),
+    ],
+)
 def test_inconsistent_tilings_fault(rng, api, patch, rule):
     with pytest.raises(KernelFault, match=rf"{api}: .*{rule}"):
         CALLS[api](rng, patch=patch)
