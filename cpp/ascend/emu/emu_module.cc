@@ -10,6 +10,11 @@
 // emu/emu_ffi.cc: the Ascend FFI handler bound on the CPU with the emulation.
 extern "C" XLA_FFI_Error* JaxLngbGradBetaAscendEmu(XLA_FFI_CallFrame* call_frame);
 
+namespace jax_lngb::emu {
+// emu/emu_norm_module.cc: run_norm_api, the LayerNorm / LayerNormGrad / RmsNorm probes.
+void bind_norm_apis(nanobind::module_& m);
+}  // namespace jax_lngb::emu
+
 namespace nb = nanobind;
 using namespace jax_lngb::emu;
 
@@ -85,6 +90,8 @@ NB_MODULE(_ascend_emu, m) {
       nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"),
       nb::arg("out_type_size"), nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"),
       nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
+
+  bind_norm_apis(m);
 
   m.def(
       "run_selftest",

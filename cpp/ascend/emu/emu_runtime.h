@@ -50,7 +50,7 @@ struct LaunchStats {
   uint64_t gm_write_bytes = 0;       // DataCopy UB -> GM
   uint64_t data_copies = 0;
   uint64_t vector_ops = 0;
-  uint64_t api_calls = 0;            // LayerNormGradBeta calls
+  uint64_t api_calls = 0;            // high-level API calls (LayerNormGradBeta, LayerNorm, LayerNormGrad, RmsNorm)
   uint32_t queue_buffers_cycled = 0;  // most distinct buffers one queue handed out (2: double buffering)
 };
 

@@ -22,6 +22,10 @@
 //     are ignored, and the row counter is a uint16_t.
 // Both give the same bits for a call both handle: fp32 products, rows
 // added in row order.
+//
+// LayerNorm, LayerNormGrad and RmsNorm ([B, S, H] forms) follow CANN's
+// dav-2002/dav-2201 implementations step by step: see emu_norm_apis.h.
+// Tensors carry the TPosition of the queue or buffer that made them.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +73,31 @@ struct LayerNormGradBetaTiling {
 
 namespace AscendC {
 
-enum class TPosition : uint8_t { GM = 0, VECIN = 1, VECOUT = 2, VECCALC = 3 };
+enum class TPosition : uint8_t {
+  GM = 0,
+  VECIN = 1,
+  VECOUT = 2,
+  VECCALC = 3,
+  // The other memories of an AI core (L1, L0A/B/C, ...). Tensors there are
+  // never in the unified buffer: a vector instruction, a UB copy or a
+  // high-level API given one faults. LCM is VECCALC, as in CANN.
+  A1,
+  A2,
+  B1,
+  B2,
+  C1,
+  C2,
+  CO1,
+  CO2,
+  SPM,
+  TSCM,
+  LCM = VECCALC,
+  SHM = SPM,
+};
 using QuePosition = TPosition;
+
+// kernel_struct_data_copy.h's layouts (LayerNormGradShapeInfo names one).
+enum class DataFormat : uint8_t { ND = 0, NZ, NCHW, NC1HWC0, NHWC, NCDHW, NDC1HWC0, FRACTAL_Z_3D };
 
 enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 
@@ -127,6 +154,30 @@ inline uint32_t ub_alloc(uint64_t len, const char* what) {
   return off;
 }
 
+constexpr bool is_ub_position(TPosition p) {
+  return p == TPosition::VECIN || p == TPosition::VECOUT || p == TPosition::VECCALC;
+}
+
+inline const char* position_name(TPosition p) {
+  switch (p) {
+    case TPosition::GM: return "GM";
+    case TPosition::VECIN: return "VECIN";
+    case TPosition::VECOUT: return "VECOUT";
+    case TPosition::VECCALC: return "VECCALC";
+    case TPosition::A1: return "A1";
+    case TPosition::A2: return "A2";
+    case TPosition::B1: return "B1";
+    case TPosition::B2: return "B2";
+    case TPosition::C1: return "C1";
+    case TPosition::C2: return "C2";
+    case TPosition::CO1: return "CO1";
+    case TPosition::CO2: return "CO2";
+    case TPosition::SPM: return "SPM";
+    case TPosition::TSCM: return "TSCM";
+  }
+  return "?";
+}
+
 inline void count_vector_op() {
   auto& c = core();
   if (c.stats) ++c.stats->vector_ops;
@@ -158,12 +209,14 @@ class LocalTensor {
   }
 
   uint32_t GetSize() const { return size_; }
+  int32_t GetPosition() const { return static_cast<int32_t>(pos_); }
 
   template <typename U>
   LocalTensor<U> ReinterpretCast() const {
     LocalTensor<U> t;
     t.slot_ = slot_;
     t.gen_ = gen_;
+    t.pos_ = pos_;
     t.byte_off_ = byte_off_;
     t.size_ = uint32_t(uint64_t(size_) * sizeof(T) / sizeof(U));
     return t;
@@ -180,6 +233,19 @@ class LocalTensor {
   // start (vector instructions and DataCopy need a 32-byte aligned start).
   T* emu_span(uint64_t count, const char* op) const { return emu_ptr(0, count, op, true); }
   uint32_t emu_offset() const { return byte_off_; }
+  TPosition emu_position() const { return pos_; }
+  bool emu_bound() const { return slot_ != nullptr; }
+  // A tensor over a buffer the emulation itself manages (the temporary
+  // space the framework hands a high-level API called without one).
+  static LocalTensor emu_make(emu_detail::Slot* slot, TPosition pos, uint32_t byte_off, uint32_t elems) {
+    LocalTensor t;
+    t.slot_ = slot;
+    t.gen_ = slot->gen;
+    t.pos_ = pos;
+    t.byte_off_ = byte_off;
+    t.size_ = elems;
+    return t;
+  }
 
  private:
   template <typename>
@@ -196,6 +262,9 @@ class LocalTensor {
     if (slot_->state == Slot::kEnqueued)
       emu_detail::fault(std::string(op) + ": LocalTensor used while it sits in a queue (between EnQue and DeQue)");
     if (slot_->state == Slot::kFree) emu_detail::fault(std::string(op) + ": LocalTensor of a free queue buffer");
+    if (!emu_detail::is_ub_position(pos_))
+      emu_detail::fault(std::string(op) + ": LocalTensor in TPosition::" + emu_detail::position_name(pos_) +
+                        " is not in the unified buffer (vector instructions reach VECIN/VECOUT/VECCALC only)");
     if (aligned && byte_off_ % emu_detail::kUbAlign != 0)
       emu_detail::fault(std::string(op) + ": unified-buffer address " + std::to_string(byte_off_) +
                         " is not 32-byte aligned");
@@ -208,6 +277,7 @@ class LocalTensor {
 
   emu_detail::Slot* slot_ = nullptr;
   uint64_t gen_ = 0;
+  TPosition pos_ = TPosition::GM;  // of the TQue/TBuf that handed it out
   uint32_t byte_off_ = 0;
   uint32_t size_ = 0;  // elements
 };
@@ -356,6 +426,7 @@ class TQue {
     LocalTensor<T> t;
     t.slot_ = &s;
     t.gen_ = s.gen;
+    t.pos_ = pos;
     t.byte_off_ = s.offset;
     t.size_ = s.len / uint32_t(sizeof(T));
     return t;
@@ -399,6 +470,7 @@ class TBuf {
     LocalTensor<T> t;
     t.slot_ = &slot_;
     t.gen_ = slot_.gen;
+    t.pos_ = pos;
     t.byte_off_ = slot_.offset;
     t.size_ = len;
     return t;
@@ -406,7 +478,9 @@ class TBuf {
 
   void emu_init(uint32_t len) {
     if (slot_.state == emu_detail::Slot::kFixed) emu_detail::fault("TPipe::InitBuffer called twice for one TBuf");
-    slot_.offset = emu_detail::ub_alloc(len, "TPipe::InitBuffer(TBuf)");
+    // A buffer outside the unified buffer takes no UB space; its tensors
+    // fault on any access (see LocalTensor::emu_ptr).
+    slot_.offset = emu_detail::is_ub_position(pos) ? emu_detail::ub_alloc(len, "TPipe::InitBuffer(TBuf)") : 0;
     slot_.len = (len + emu_detail::kUbAlign - 1) / emu_detail::kUbAlign * emu_detail::kUbAlign;
     slot_.state = emu_detail::Slot::kFixed;
   }
@@ -722,3 +796,6 @@ void LayerNormGradBeta(const LocalTensor<T>& outputPdGamma, const LocalTensor<T>
 }
 
 }  // namespace AscendC
+
+// LayerNorm, LayerNormGrad and RmsNorm (the [B, S, H] forms).
+#include "ascend/emu/emu_norm_apis.h"

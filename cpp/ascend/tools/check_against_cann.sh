@@ -23,7 +23,12 @@
 # cann_stubs/stub_fun.h (written for this repository; CANN's headers are
 # never copied here).
 #
-# Then it makes sure the check can fail: three deliberate argument mistakes,
+# It also compiles emu/norm_api_kernels.asc, the probes that call
+# LayerNorm, LayerNormGrad and RmsNorm as the emulation declares them: that
+# they compile against CANN's real headers shows the emulated signatures
+# (template parameters, const-ness, overloads) are CANN's.
+#
+# Then it makes sure the check can fail: six deliberate argument mistakes,
 # each compiled for one architecture, must each be rejected with "no
 # matching function".
 #
@@ -133,18 +138,46 @@ for arch in 2201 3510 2002; do
   fi
 done
 
-# Deliberate mistakes: sed expression, architecture, the call that must be rejected.
+# The normalization API probes, copied out of emu/ (next to emu/'s own
+# kernel_operator.h, the emulation's would be found first).
+norm_kernel="$work/norm_api_kernels.asc"
+cp "$repo_cpp/ascend/emu/norm_api_kernels.asc" "$norm_kernel"
+for arch in 2201 3510 2002; do
+  log="$work/norm-dav-$arch.log"
+  rc=0
+  compile "$arch" "$norm_kernel" "$log" -H -Wall -Wextra -Wno-unused-parameter || rc=$?
+  errors=$(grep -c ': error:' "$log" || true)
+  ours=$({ grep -E "^$work/norm_api_kernels.asc:[0-9]+:[0-9]+: warning:" "$log" || true; } | wc -l)
+  impl=$({ grep -oE '(layernorm|layernormgrad|rmsnorm)_(common|3510)_impl\.h' "$log" || true; } | sort -u | tr '\n' ' ')
+  expect="layernorm_common_impl.h layernormgrad_common_impl.h rmsnorm_common_impl.h "
+  [ "$arch" = 3510 ] && expect="layernorm_3510_impl.h layernormgrad_3510_impl.h rmsnorm_3510_impl.h "
+  if [ "$rc" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$impl" = "$expect" ]; then
+    echo "dav-$arch: norm_api_kernels.asc: 0 errors, $ours warnings; LayerNorm/LayerNormGrad/RmsNorm from $impl"
+  else
+    status=1
+    echo "dav-$arch: norm_api_kernels.asc: FAILED (compiler status $rc, $errors errors; implementations '${impl}', expected '$expect')"
+    { grep -E ': (error|fatal error):' "$log" || true; } | head -20
+  fi
+done
+
+# Deliberate mistakes: sed expression, architecture, the call that must be
+# rejected, what it is, the source (default: the kernel), and the compiler's
+# words for the rejection (default: no matching function for the call).
 mistakes=(
   "s/LayerNormGradBeta<float, true>(pdGamma, pdBeta, resF, dyF, tmp, api)/LayerNormGradBeta<float, true>(pdGamma, pdBeta, resF, dyF, api, tmp)/|2201|LayerNormGradBeta|sharedTmpBuffer and tiling swapped"
   "s/AscendC::Add(accBeta, accBeta, pdBeta, h_)/AscendC::Add(accBeta, accBeta, tmp, h_)/|3510|Add|a uint8_t tensor added to float ones"
   "s/AscendC::Cast(resF, res, AscendC::RoundMode::CAST_NONE, count)/AscendC::Cast(resF, res, count)/|2002|Cast|Cast without its round mode"
+  "s/LayerNorm<T, kReuse>(y, mean, varArg, xArg, gammaArg, beta, tmp, eps, api)/LayerNorm<T, kReuse>(y, mean, varArg, xArg, gammaArg, beta, eps, tmp, api)/|2201|LayerNorm|epsilon and sharedTmpBuffer swapped|$norm_kernel"
+  "s/gammaArg, tmp, eps, api)/gammaArg, tmpBuf.template Get<uint8_t>(), eps, api)/|2002|LayerNormGrad|a temporary as LayerNormGrad's non-const sharedTmpBuffer|$norm_kernel|cannot bind non-const lvalue reference of type"
+  "s/RmsNorm<T, kBasicBlock>(y, xArg, gammaArg, tmp, eps, api)/RmsNorm<T, kBasicBlock>(y, xArg, gammaArg, tmp, eps, hd)/|3510|RmsNorm|the probe header as RmsNormTiling|$norm_kernel"
 )
 rejected=0
 for m in "${mistakes[@]}"; do
-  IFS='|' read -r expr arch fn what <<<"$m"
+  IFS='|' read -r expr arch fn what base words <<<"$m"
+  base=${base:-$kernel}
   src="$work/mistake.asc"
-  sed "$expr" "$kernel" >"$src"
-  if cmp -s "$src" "$kernel"; then
+  sed "$expr" "$base" >"$src"
+  if cmp -s "$src" "$base"; then
     status=1
     echo "mistake '$what': FAILED (the edit did not apply: the kernel source changed; update this script)"
     continue
@@ -153,18 +186,21 @@ for m in "${mistakes[@]}"; do
   if compile "$arch" "$src" "$log"; then
     status=1
     echo "mistake '$what' (dav-$arch): FAILED (it compiled: the check cannot see such mistakes)"
-  elif grep -q "no matching function for call to ‘[^’]*$fn\|no matching function for call to '[^']*$fn" "$log"; then
+  elif [ -n "$words" ] && grep -qF "$words" "$log"; then
+    rejected=$((rejected + 1))
+    echo "mistake '$what' (dav-$arch): rejected, $words ..."
+  elif [ -z "$words" ] && grep -q "no matching function for call to ‘[^’]*$fn\|no matching function for call to '[^']*$fn" "$log"; then
     rejected=$((rejected + 1))
     echo "mistake '$what' (dav-$arch): rejected, no matching function for $fn"
   else
     status=1
-    echo "mistake '$what' (dav-$arch): FAILED (rejected, but not as 'no matching function for $fn'):"
+    echo "mistake '$what' (dav-$arch): FAILED (rejected, but not as '${words:-no matching function for $fn}'):"
     { grep -E ': error:' "$log" || true; } | head -5
   fi
 done
 
 if [ "$status" -eq 0 ]; then
-  echo "OK: grad_beta_kernel.asc type-checks against CANN's AscendC headers for dav-2201 dav-3510 dav-2002;" \
-    "$rejected of ${#mistakes[@]} deliberate mistakes rejected"
+  echo "OK: grad_beta_kernel.asc and emu/norm_api_kernels.asc type-check against CANN's AscendC headers for" \
+    "dav-2201 dav-3510 dav-2002; $rejected of ${#mistakes[@]} deliberate mistakes rejected"
 fi
 exit "$status"
