@@ -113,7 +113,7 @@ ffi::Error BackwardImpl(AddNormKind kind, ffi::ThreadPool& pool, const ffi::AnyB
     const auto bd = pd_beta->dimensions();
     bool ok = pd_beta->element_type() == pd_gamma.element_type() && bd.size() == out_dims.size();
     for (size_t i = 0; ok && i + 1 < bd.size(); ++i) ok = bd[i] == out_dims[i];
-    if (ok && !bd.empty()) ok = bd.back() == out_dims.back() || bd.back() == 0;
+    if (ok && bd.size() > 0) ok = bd.back() == out_dims.back() || bd.back() == 0;
     if (!ok) return invalid("pd_beta must be pd_gamma's dtype and shape " + dims_str(out_dims) + ", or [*G, 0]");
   }
   if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
