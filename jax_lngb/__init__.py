@@ -5,6 +5,8 @@ built on it) as JAX primitives with native kernels.
     layer_norm(x, gamma, beta, epsilon=1e-5)   # VJP uses the primitive
     layer_norm_grad(dy, x, variance, mean, gamma) -> (pd_x, res_for_gamma)
     rms_norm(x, gamma, epsilon=1e-6)           # dgamma through the same reduction
+    add_layer_norm(x, residual, gamma, beta=None) -> (y, h)   # h = x + residual, fused
+    add_rms_norm(x, residual, gamma) -> (y, h)
     retain_host_memory() -> bool               # opt-in, see jax_lngb.host_memory
 """
 
@@ -68,6 +70,10 @@ from ._ops.rms_norm.forward import rms_norm_forward_p
 from ._ops.rms_norm.tangent import rms_norm_tangent_p, rms_norm_tangent_ref
 from ._ops.rms_norm.backward import rms_norm_backward_p
 from ._ops.rms_norm.grad import rms_norm_grad_p
+from ._ops.add_norm.api import add_layer_norm, add_layer_norm_ref, add_rms_norm, add_rms_norm_ref
+from ._ops.add_norm.backward import add_norm_backward_p, add_norm_backward_ref
+from ._ops.add_norm.forward import add_norm_forward_p
+from ._ops.add_norm.tangent import add_norm_tangent_p
 
 # The Ascend NPU lowering registers itself for the Ascend platform, now or
 # when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
@@ -76,6 +82,14 @@ from . import ascend, tiling  # noqa: E402  (after the primitive exists)
 __all__ = [
     "ShardingWarning",
     "__version__",
+    "add_layer_norm",
+    "add_layer_norm_ref",
+    "add_norm_backward_p",
+    "add_norm_backward_ref",
+    "add_norm_forward_p",
+    "add_norm_tangent_p",
+    "add_rms_norm",
+    "add_rms_norm_ref",
     "ascend",
     "export",
     "host_memory",

@@ -23,6 +23,8 @@ PUBLIC = {
         "rms_norm", "rms_norm_jnp", "rms_norm_ref",
         "rms_norm_forward_p", "rms_norm_backward_p", "rms_norm_grad_p", "rms_norm_tangent_p", "rms_norm_tangent_ref",
         "psum_to_match", "retain_host_memory",
+        "add_layer_norm", "add_layer_norm_ref", "add_rms_norm", "add_rms_norm_ref",
+        "add_norm_forward_p", "add_norm_tangent_p", "add_norm_backward_p", "add_norm_backward_ref",
     ],
     "jax_lngb.flax": ["LayerNorm", "RMSNorm"],
     "jax_lngb.nnx": ["LayerNorm", "RMSNorm"],

@@ -29,6 +29,13 @@ LAYER_NORM_BACKWARD_TARGET = "jax_lngb_layer_norm_backward"
 RMS_NORM_FORWARD_TARGET = "jax_lngb_rms_norm_forward"
 RMS_NORM_GRAD_TARGET = "jax_lngb_rms_norm_grad"
 RMS_NORM_BACKWARD_TARGET = "jax_lngb_rms_norm_backward"
+ADD_LAYER_NORM_FORWARD_TARGET = "jax_lngb_add_layer_norm_forward"
+ADD_LAYER_NORM_BACKWARD_TARGET = "jax_lngb_add_layer_norm_backward"
+ADD_RMS_NORM_FORWARD_TARGET = "jax_lngb_add_rms_norm_forward"
+ADD_RMS_NORM_BACKWARD_TARGET = "jax_lngb_add_rms_norm_backward"
+
+# The norms the fused residual-add primitives serve (their static `kind`).
+ADD_NORM_KINDS = ("layer", "rms")
 
 # FFI targets of the AscendC kernels (cpp/ascend/ffi/), lowered by jax_lngb.ascend.
 ASCEND_LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
@@ -66,3 +73,13 @@ rms_norm_grad_p = _primitive("rms_norm_grad")
 rms_norm_grad_local_p = _primitive("rms_norm_grad_local")
 rms_norm_backward_p = _primitive("rms_norm_backward")
 rms_norm_backward_local_p = _primitive("rms_norm_backward_local")
+
+# ------------------------------------------- residual add + norm (both kinds)
+# h = x + residual, y = norm(h) in one pass; `kind` says which norm.
+add_norm_forward_p = _primitive("add_norm_forward")
+add_norm_forward_local_p = _primitive("add_norm_forward_local")
+add_norm_tangent_p = _primitive("add_norm_tangent")
+# The fused backward: the norm's dx plus the cotangent of h, and the
+# parameter sums, in one pass.
+add_norm_backward_p = _primitive("add_norm_backward")
+add_norm_backward_local_p = _primitive("add_norm_backward_local")
