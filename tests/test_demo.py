@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 
+from jax_lngb._ops.primitives import ADD_LAYER_NORM_BACKWARD_TARGET as ADD_BACKWARD
+from jax_lngb._ops.primitives import ADD_LAYER_NORM_FORWARD_TARGET as ADD_FORWARD
 from jax_lngb.cli import demo
 
 
@@ -31,7 +33,7 @@ def test_the_two_trainings_agree_step_by_step():
     params = demo.init_params(demo.jax.random.PRNGKey(3), cfg)
     x = demo.jax.random.normal(demo.jax.random.PRNGKey(4), (cfg.tokens, cfg.width))
     teacher = demo.init_params(demo.jax.random.PRNGKey(5), cfg)
-    y = demo.forward(teacher, x, demo.layer_norm_jnp)
+    y = demo.forward(teacher, x, demo.IMPLEMENTATIONS["jax.numpy"])
     runs = demo.train(cfg, params, [(x, y)] * 3)
     ours, ref = runs["jax_lngb"].losses, runs["jax.numpy"].losses
     assert len(ours) == len(ref) == 3
@@ -57,3 +59,15 @@ def test_the_cli_dispatches_demo_and_bench_help():
                               timeout=300, env=env, cwd=os.path.dirname(__file__))
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert needle in proc.stdout
+
+
+def test_the_model_runs_the_fused_add_and_norm_kernels():
+    # The demo's model is written as a user would after reading the README:
+    # each residual add fused with the LayerNorm after it.
+    cfg = demo.QUICK
+    params = demo.init_params(demo.jax.random.PRNGKey(3), cfg)
+    x = demo.jax.random.normal(demo.jax.random.PRNGKey(4), (64, cfg.width))
+    hlo = demo.make_step(demo.IMPLEMENTATIONS["jax_lngb"]).lower(params, x, x[:, :8]).as_text()
+    assert hlo.count(ADD_FORWARD) == 1 and hlo.count(ADD_BACKWARD) == 1, (hlo.count(ADD_FORWARD), hlo.count(ADD_BACKWARD))
+    plain = demo.make_step(demo.IMPLEMENTATIONS["jax.numpy"]).lower(params, x, x[:, :8]).as_text()
+    assert ADD_FORWARD not in plain

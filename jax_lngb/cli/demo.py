@@ -3,8 +3,10 @@
 1. LayerNormGradBeta on the product document's [1, 8, 8] example.
 2. A jitted training step of a small pre-LN transformer-style model
    (residual blocks of LayerNorm -> MLP, then a final LayerNorm), trained
-   twice from the same initialisation: once with `jax_lngb.layer_norm`,
-   once with the plain `jax.numpy` LayerNorm that XLA differentiates. The
+   twice from the same initialisation: once with `jax_lngb.layer_norm` and
+   `jax_lngb.add_layer_norm` (each residual add fused with the LayerNorm
+   after it), once with the plain `jax.numpy` add and LayerNorm that XLA
+   differentiates. The
    two loss curves must agree; the step times and the share of the step
    spent in LayerNorm show what the kernels buy inside a real step.
 3. LayerNorm forward+backward alone at a realistic size, ours against XLA
@@ -24,7 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +34,7 @@ import numpy as np
 
 from .. import host_memory
 from .._ops.grad_beta import layer_norm_grad_beta
+from .._ops.add_norm.api import add_layer_norm
 from .._ops.layer_norm.api import layer_norm, layer_norm_jnp
 
 # The document's [1, 8, 8] example: dy = res_for_gamma = 0..63.
@@ -46,7 +49,26 @@ LOSS_RTOL = 1e-3
 GRAD_RTOL = 1e-4
 
 LayerNormFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
-IMPLEMENTATIONS: dict[str, LayerNormFn] = {"jax_lngb": layer_norm, "jax.numpy": layer_norm_jnp}
+AddLayerNormFn = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+class Norms(NamedTuple):
+    """A model's two norm forms: LayerNorm, and the residual add fused with
+    the LayerNorm that follows it (`y, h = add_ln(x, residual, gamma, beta)`)."""
+
+    ln: LayerNormFn
+    add_ln: AddLayerNormFn
+
+
+def _add_layer_norm_jnp(x, residual, gamma, beta):
+    h = x + residual
+    return layer_norm_jnp(h, gamma, beta), h
+
+
+IMPLEMENTATIONS: dict[str, Norms] = {
+    "jax_lngb": Norms(layer_norm, add_layer_norm),
+    "jax.numpy": Norms(layer_norm_jnp, _add_layer_norm_jnp),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,20 +124,26 @@ def init_params(key: jax.Array, cfg: Config) -> dict[str, Any]:
     }
 
 
-def forward(params: dict[str, Any], x: jax.Array, ln: LayerNormFn) -> jax.Array:
-    """Pre-LN residual blocks, h = h + MLP(LayerNorm(h)), a final LayerNorm, a linear head."""
+def forward(params: dict[str, Any], x: jax.Array, norms: Norms) -> jax.Array:
+    """Pre-LN residual blocks, h = h + MLP(LayerNorm(h)), a final LayerNorm, a
+    linear head. Each block's residual add and the LayerNorm after it (the
+    next block's, or the final one) are one `add_ln`, as a transformer
+    block written with `jax_lngb.add_layer_norm` does it."""
+    blocks = params["blocks"]
+    norm_params = [(b["gamma"], b["beta"]) for b in blocks[1:]] + [(params["gamma"], params["beta"])]
     h = x
-    for blk in params["blocks"]:
-        u = ln(h, blk["gamma"], blk["beta"])
-        h = h + jax.nn.gelu(u @ blk["w1"] + blk["b1"]) @ blk["w2"]
-    return ln(h, params["gamma"], params["beta"]) @ params["head"]
+    u = norms.ln(h, blocks[0]["gamma"], blocks[0]["beta"]) if blocks else norms.ln(h, *norm_params[-1])
+    for blk, (gamma, beta) in zip(blocks, norm_params):
+        delta = jax.nn.gelu(u @ blk["w1"] + blk["b1"]) @ blk["w2"]
+        u, h = norms.add_ln(delta, h, gamma, beta)
+    return u @ params["head"]
 
 
-def make_step(ln: LayerNormFn, lr: float = 0.05) -> Callable[..., tuple[Any, jax.Array]]:
+def make_step(norms: Norms, lr: float = 0.05) -> Callable[..., tuple[Any, jax.Array]]:
     """A plain `jax.jit` SGD step, as a user would write it (nothing donated)."""
 
     def loss_fn(params, x, y):
-        return jnp.mean(jnp.square(forward(params, x, ln) - y))
+        return jnp.mean(jnp.square(forward(params, x, norms) - y))
 
     @jax.jit
     def step(params, x, y):
@@ -139,7 +167,7 @@ class Run:
 def train(cfg: Config, params: dict[str, Any], batches: list[tuple[jax.Array, jax.Array]]) -> dict[str, Run]:
     """Trains one copy of `params` per LayerNorm implementation, in lockstep
     (a step of each in turn), so both see the same machine load."""
-    steps = {name: make_step(ln) for name, ln in IMPLEMENTATIONS.items()}
+    steps = {name: make_step(norms) for name, norms in IMPLEMENTATIONS.items()}
     state = {name: params for name in IMPLEMENTATIONS}
     runs = {name: Run([], []) for name in IMPLEMENTATIONS}
     line = ""
@@ -195,7 +223,7 @@ def training_comparison(cfg: Config) -> bool:
     batches = []
     for k in jax.random.split(k_data, cfg.steps):
         x = jax.random.normal(k, (cfg.tokens, cfg.width))
-        batches.append((x, forward(teacher, x, layer_norm_jnp)))
+        batches.append((x, forward(teacher, x, IMPLEMENTATIONS["jax.numpy"])))
     runs = train(cfg, params, batches)
 
     ours, xla = runs["jax_lngb"], runs["jax.numpy"]
@@ -207,7 +235,7 @@ def training_comparison(cfg: Config) -> bool:
     # LayerNorm's share: the step's LayerNorm calls timed alone, at the step's shape.
     inputs = layer_norm_inputs(jax.random.PRNGKey(1), cfg.tokens, cfg.width)
     for name, run in runs.items():
-        ln_ms, _ = time_call(layer_norm_fwd_bwd(IMPLEMENTATIONS[name]), inputs, max(cfg.reps, 3))
+        ln_ms, _ = time_call(layer_norm_fwd_bwd(IMPLEMENTATIONS[name].ln), inputs, max(cfg.reps, 3))
         share = min(1.0, cfg.layer_norms * ln_ms / run.step_ms)
         print(f"   {name:9s} {run.step_ms:8.2f} ms per step; its {cfg.layer_norms} LayerNorms (fwd+bwd, timed alone) "
               f"{cfg.layer_norms * ln_ms:7.2f} ms, {100 * share:4.1f}% of the step")
