@@ -6,6 +6,8 @@ and the targets, optionally write JSON and a PNG chart.
     python -m jax_lngb.bench --shapes 65536x768 --dtypes bf16 --reps 20
     python -m jax_lngb.bench --threads 1                      XLA (and torch) on one thread
     python -m jax_lngb.bench --section layer_norm --retain-host-memory   plain-jit steps without page faults
+    python -m jax_lngb.bench --section layer_norm --shapes 65536x768 --dtypes f32 bf16 --png-headline h.png
+                                                              the README's headline chart (--png: the detail)
 
 Targets that fail are reported, never turned into a failing exit status:
 the figures are evidence, not a test.
@@ -52,7 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--impls", nargs="+", metavar="NAME",
                    help="only these implementations (e.g. ours xla probe; default: all)")
     p.add_argument("--json", metavar="PATH", help="write every figure as JSON here")
-    p.add_argument("--png", metavar="PATH", help="write a GB/s chart here (needs matplotlib)")
+    p.add_argument("--png", metavar="PATH",
+                   help="write the detail chart here: every implementation's GB/s per case, and the "
+                        "fwd+bwd time (needs matplotlib)")
+    p.add_argument("--png-headline", metavar="PATH",
+                   help="write the headline chart here: fwd+bwd milliseconds of jax_lngb, XLA and PyTorch, "
+                        "steady state beside plain jax.jit, one panel per dtype (needs matplotlib and the "
+                        "layer_norm or rms_norm section). Both charts can be redrawn from --json later: "
+                        "python -m jax_lngb.bench.chart --from-json PATH")
+    p.add_argument("--chart-caption", metavar="TEXT",
+                   help="the headline chart's one-line caption (default: the CPU, its cores, the versions "
+                        "and today's date)")
     p.add_argument("--no-progress", action="store_true", help="no status line on stderr")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed (default 0)")
     p.add_argument("--retain-host-memory", action="store_true",
@@ -247,10 +259,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{residency.EVICTED_CALLS} such calls); inputs within the L2 caches are cache-resident; without the "
           "probe, bytes <= L3\n", flush=True)
 
+    from .chart import ChartSection, today
+
+    date = today()
     started = time.perf_counter()
     all_cases: list[common.CaseResult] = []
     all_targets: list[common.Target] = []
-    per_section: list[tuple[str, list[common.CaseResult]]] = []
+    per_section: list[ChartSection] = []
     for name, mod in modules.items():
         print(f"== {name}: {mod.TITLE}\n", flush=True)
         cases = mod.run(ctx)
@@ -260,25 +275,37 @@ def main(argv: list[str] | None = None) -> int:
         print(flush=True)
         all_cases += cases
         all_targets += tg
-        per_section.append((mod.TITLE, cases))
+        per_section.append(ChartSection(name, mod.TITLE, cases))
     elapsed = time.perf_counter() - started
     print(f"done in {elapsed:.1f} s")
 
-    if args.png:
-        from .chart import ChartUnavailable, write_png
+    if args.png or args.png_headline:
+        from .chart import ChartUnavailable, default_caption, write_headline_png, write_png
 
-        try:
-            write_png(args.png, per_section, f"jax_lngb benchmark on {info['cpu']}, {info['cores']} cores")
-            print(f"chart written to {args.png}")
-        except ChartUnavailable as e:
-            print(f"--png: no chart written: {e}", file=sys.stderr)
+        if args.png:
+            try:
+                write_png(args.png, per_section, f"jax_lngb benchmark on {info['cpu']}, {info['cores']} cores")
+                print(f"chart written to {args.png}")
+            except ChartUnavailable as e:
+                print(f"--png: no chart written: {e}", file=sys.stderr)
+        if args.png_headline:
+            caption = args.chart_caption if args.chart_caption is not None else default_caption(info, date)
+            try:
+                write_headline_png(args.png_headline, per_section, caption)
+                print(f"headline chart written to {args.png_headline}")
+            except ChartUnavailable as e:
+                print(f"--png-headline: no chart written: {e}", file=sys.stderr)
     if args.json:
         doc = {
             "machine": info,
             "args": {k: ([list(s) for s in v] if k == "shapes" and v else v) for k, v in vars(args).items()},
             "settle_ms": ctx.settle_ms,
+            "date": date,
             "elapsed_s": elapsed,
-            "cases": [c.to_json() for c in all_cases],
+            # Which section measured each case (labels repeat across the
+            # norm sections), so the charts can be redrawn from this file.
+            "sections": [{"name": s.name, "title": s.title} for s in per_section],
+            "cases": [{**c.to_json(), "section": s.name} for s in per_section for c in s.cases],
             "targets": [t.to_json() for t in all_targets],
         }
         with open(args.json, "w") as f:
