@@ -223,6 +223,7 @@ def test_no_beta_gradients(dtype, mode):
     gamma = data(SHAPE[-1:], dtype, seed=1, scale=0.5)
     f = lambda x, g: layer_norm(x, g, None, backward=mode)  # noqa: E731
     dx, dg = jax.grad(lambda x, g: f(x, g).astype(F32).sum(), argnums=(0, 1))(x, gamma)
+    assert (dx.shape, dx.dtype, dg.shape, dg.dtype) == (x.shape, dtype, gamma.shape, dtype)
     _, pull = jax.vjp(f, x, gamma)
     dx, dg = pull(dy)
     _, pull_b = jax.vjp(lambda x, g, b: layer_norm(x, g, b, backward=mode), x, gamma, jnp.zeros_like(gamma))

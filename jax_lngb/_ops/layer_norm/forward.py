@@ -21,9 +21,9 @@ Parameters of the primitive:
     backward:   "fused" or "chained": which backward the JVP's transpose runs
                 (see `jax_lngb.layer_norm`); never changes the forward.
     zero_centered_gamma: the rows are scaled by 1 + gamma (formed in float32)
-                instead of gamma. Optional (False), as is
+                instead of gamma. Optional (False).
     has_beta:   False: no beta operand (operands (x, gamma)) and no bias added;
-                the CPU kernel then reads no bias at all.
+                the CPU kernel then reads no bias at all. Optional (True).
 """
 
 from __future__ import annotations
