@@ -22,7 +22,7 @@ struct LayerNormForwardProblem {
   DType dtype = DType::kF32;  // x and y
   const void* x = nullptr;
   const float* gamma = nullptr;
-  const float* beta = nullptr;
+  const float* beta = nullptr;  // nullptr: no bias, y = xhat * gamma (nothing added)
   int64_t gamma_stride = 0;  // 0 or cols
   int64_t beta_stride = 0;   // 0 or cols
   void* y = nullptr;
@@ -72,7 +72,7 @@ struct LayerNormBackwardProblem {
   int64_t gamma_stride = 0;
   void* dx = nullptr;
   void* pd_gamma = nullptr;  // [groups, cols]
-  void* pd_beta = nullptr;   // [groups, cols]
+  void* pd_beta = nullptr;   // [groups, cols]; nullptr: no beta, no sum of dy formed
   int64_t groups = 1;
   int64_t rows = 0;
   int64_t cols = 0;

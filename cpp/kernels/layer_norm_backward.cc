@@ -29,6 +29,7 @@
 #include "layer_norm.h"
 #include "layer_norm_rows.h"
 #include "partition.h"
+#include "reduce_rows.h"
 #include "workspace.h"
 
 namespace jax_lngb {
@@ -43,9 +44,10 @@ const char* layer_norm_backward(const LayerNormBackwardProblem& p, const CpuExec
   if (R == 0) {
     // No rows: empty sums are zero, in every dtype.
     std::fill_n(static_cast<char*>(p.pd_gamma), G * H * out_size, char(0));
-    std::fill_n(static_cast<char*>(p.pd_beta), G * H * out_size, char(0));
+    if (p.pd_beta != nullptr) std::fill_n(static_cast<char*>(p.pd_beta), G * H * out_size, char(0));
     return nullptr;
   }
+  const bool has_beta = p.pd_beta != nullptr;
   const LayerNormRowsTable& rows = layer_norm_rows();
   const GradReduceFn grad = rows.grad_reduce[int(p.dtype)];
   if (grad == nullptr) return "unsupported dtype";
@@ -75,9 +77,10 @@ const char* layer_norm_backward(const LayerNormBackwardProblem& p, const CpuExec
       if (item >= items) break;
       const int64_t g = item / RB, rb = item % RB;
       float* pg = partials.gamma(g, rb);
-      float* pb = partials.beta(g, rb);
+      // No beta: no pd_beta partial (the row kernels then sum no dy).
+      float* pb = has_beta ? partials.beta(g, rb) : nullptr;
       std::fill_n(pg, H, 0.0f);
-      std::fill_n(pb, H, 0.0f);
+      if (has_beta) std::fill_n(pb, H, 0.0f);
       const int64_t row = g * R + part.begin(rb);
       const int64_t off = row * H * esize;
       grad(dy + off, x + off, p.variance + row, p.mean + row, p.gamma + g * p.gamma_stride,
@@ -86,7 +89,27 @@ const char* layer_norm_backward(const LayerNormBackwardProblem& p, const CpuExec
     }
   });
 
-  combine_partials(partials, p.out_dtype, p.pd_gamma, p.pd_beta, 4 * kColAlign, ex);
+  if (has_beta) {
+    combine_partials(partials, p.out_dtype, p.pd_gamma, p.pd_beta, 4 * kColAlign, ex);
+    return nullptr;
+  }
+  // pd_gamma alone: the gamma partials of each group added in block order,
+  // column chunks in parallel, narrowed once, as combine_partials adds them
+  // (the same bits as pd_gamma with a beta).
+  const StoreSumsFn store = store_sums_fn(p.out_dtype);
+  char* out = static_cast<char*>(p.pd_gamma);
+  const int64_t chunk = std::min<int64_t>(H, 4 * kColAlign);
+  const int64_t CC = (H + chunk - 1) / chunk;
+  ex.run(G * CC, items * H * 4, [&](int64_t t) {
+    const int64_t g = t / CC;
+    const int64_t c0 = (t % CC) * chunk, c1 = std::min(H, c0 + chunk);
+    float* sum = partials.gamma(g, 0);
+    for (int64_t rb = 1; rb < RB; ++rb) {
+      const float* src = partials.gamma(g, rb);
+      for (int64_t c = c0; c < c1; ++c) sum[c] += src[c];
+    }
+    store(sum + c0, out + (g * H + c0) * out_size, c1 - c0);
+  });
   return nullptr;
 }
 

@@ -27,8 +27,9 @@ const char* layer_norm_forward(const LayerNormForwardProblem& p, const CpuExecut
   ex.run(part.num_blocks, N * H * esize, [&](int64_t b) {
     for_group_segments(part.begin(b), part.end(b), p.rows, [&](int64_t g, int64_t r0, int64_t r1) {
       const int64_t off = r0 * H * esize;
-      fn(x + off, r1 - r0, H, p.gamma + g * p.gamma_stride, p.beta + g * p.beta_stride, p.epsilon,
-         stream, y + off, p.mean + r0, p.variance + r0);
+      const float* beta = p.beta != nullptr ? p.beta + g * p.beta_stride : nullptr;
+      fn(x + off, r1 - r0, H, p.gamma + g * p.gamma_stride, beta, p.epsilon, stream, y + off, p.mean + r0,
+         p.variance + r0);
     });
     if (stream) rows.stream_fence();
   });

@@ -21,6 +21,7 @@ namespace jax_lngb {
 // variance = sum((x - m)^2) / H and mean = m + sum(x - m) / H (two passes
 // over the row, which stays in cache); rstd = 1 / sqrt(variance + epsilon).
 // Writes mean and variance (float32, one per row) for the backward.
+// beta == nullptr: y = (x - mean) * rstd * gamma, no bias read or added.
 using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma,
                                const float* beta, float epsilon, bool stream, void* y, float* mean,
                                float* variance);
@@ -45,6 +46,7 @@ using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance
 // order, up to kReduceRowBlock rows per load and store of the accumulators
 // (any count adds in the same order). The sums are reduce_rows' over the
 // float32 res_for_gamma and dy widened to float32, bit for bit.
+// acc_beta == nullptr (a LayerNorm without beta): only the gamma sums.
 using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance,
                               const float* mean, const float* gamma, int64_t rows, int64_t cols,
                               float epsilon, bool stream, void* pd_x, float* acc_gamma,

@@ -43,7 +43,10 @@ inline float shift_of(const T* row, int64_t H) {
 // same order, whatever kGroup: the same bits.
 // kScratch: a 16-bit row is widened once, on the first pass, into the row
 // scratch; otherwise every pass reads (and widens) the input row.
-template <typename T, bool kScratch, int kGroup>
+// kBias: false for a LayerNorm without beta (beta == nullptr): y = xhat *
+// gamma with no add at all, rather than the add of a zero bias read from
+// memory (which would also turn a -0 product into +0).
+template <typename T, bool kScratch, int kGroup, bool kBias = true>
 void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                        float eps, bool stream, T* y, float* mean, float* variance) {
   const float fh = float(H);
@@ -101,7 +104,11 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
         constexpr bool kNt = decltype(nt)::value;
         auto out = [&](int64_t c, int64_t w) {
           const Lanes xhat = (row(k, c, w) - mv) * rv;
-          return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
+          if constexpr (kBias) {
+            return xhat * load_n(gamma + c, w) + load_n(beta + c, w);
+          } else {
+            return xhat * load_n(gamma + c, w);
+          }
         };
         for_block_pairs(
             H, [&](int64_t c) { store2<kNt>(yr + c, out(c, kLanes), out(c + kLanes, kLanes)); },
@@ -113,15 +120,26 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
   }
 }
 
+template <typename T, bool kBias>
+void forward_rows_bias(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
+                       float eps, bool stream, T* y, float* mean, float* variance) {
+  if (kWiden<T> && scratch_rows(H, 1)) {
+    forward_rows_impl<T, true, 1, kBias>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
+    forward_rows_impl<T, false, 16, kBias>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  } else {
+    forward_rows_impl<T, false, 1, kBias>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  }
+}
+
+// beta == nullptr: no bias (see kBias above).
 template <typename T>
 void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
                   float eps, bool stream, T* y, float* mean, float* variance) {
-  if (kWiden<T> && scratch_rows(H, 1)) {
-    forward_rows_impl<T, true, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
-  } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
-    forward_rows_impl<T, false, 16>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+  if (beta != nullptr) {
+    forward_rows_bias<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else {
-    forward_rows_impl<T, false, 1>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
+    forward_rows_bias<T, false>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   }
 }
 
@@ -326,7 +344,11 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 // add in the same order: the same bits). kGroup: kTile, or 16 for short
 // rows, whose first passes go 16 rows at a time (grad_first_pass_16) ahead
 // of their four tiles' sweeps.
-template <typename T, bool kScratch, int kTile, int kGroup>
+// kBeta: false for a LayerNorm without beta (acc_b == nullptr): the step's
+// beta accumulator is then a register that is never loaded nor stored, so
+// its adds are dead code the compiler drops (as in RMSNorm's fused
+// backward); pd_gamma's arithmetic and order are unchanged.
+template <typename T, bool kScratch, int kTile, int kGroup, bool kBeta = true>
 void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
                            const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
                            T* pd_x, float* acc_g, float* acc_b) {
@@ -401,7 +423,11 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
                 }
               }
               Lanes g0 = load_n(acc_g + c, kLanes), g1 = load_n(acc_g + c + kLanes, kLanes);
-              Lanes b0 = load_n(acc_b + c, kLanes), b1 = load_n(acc_b + c + kLanes, kLanes);
+              Lanes b0 = Lanes::zero(), b1 = Lanes::zero();
+              if constexpr (kBeta) {
+                b0 = load_n(acc_b + c, kLanes);
+                b1 = load_n(acc_b + c + kLanes, kLanes);
+              }
               const Lanes gm0 = load_n(gamma + c, kLanes), gm1 = load_n(gamma + c + kLanes, kLanes);
 #pragma GCC unroll 4
               for (int i = 0; i < kN; ++i) {
@@ -413,11 +439,14 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
               }
               store_n(acc_g + c, g0, kLanes);
               store_n(acc_g + c + kLanes, g1, kLanes);
-              store_n(acc_b + c, b0, kLanes);
-              store_n(acc_b + c + kLanes, b1, kLanes);
+              if constexpr (kBeta) {
+                store_n(acc_b + c, b0, kLanes);
+                store_n(acc_b + c + kLanes, b1, kLanes);
+              }
             },
             [&](int64_t c, int64_t w) {
-              Lanes g = load_n(acc_g + c, w), b = load_n(acc_b + c, w);
+              Lanes g = load_n(acc_g + c, w);
+              Lanes b = kBeta ? load_n(acc_b + c, w) : Lanes::zero();
               const Lanes gm = load_n(gamma + c, w);
 #pragma GCC unroll 4
               for (int i = 0; i < kN; ++i) {
@@ -426,7 +455,7 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
                 reduce_step(g, b, k[i].res(x2), d);
               }
               store_n(acc_g + c, g, w);
-              store_n(acc_b + c, b, w);
+              if constexpr (kBeta) store_n(acc_b + c, b, w);
             });
       });
     };
@@ -441,16 +470,29 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
 // 9-18% less time at [512, 32768] and [64, 262144], 0-10% at [256, 65536]
 // and [128, 131072], than four at a time, although the accumulators are
 // then loaded and stored twice as often).
+template <typename T, bool kBeta>
+void grad_reduce_rows_beta(const T* dy, const T* x, const float* variance, const float* mean,
+                           const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
+                           float* acc_g, float* acc_b) {
+  if (scratch_rows(H, kReduceRowBlock)) {
+    grad_reduce_rows_impl<T, true, 4, 4, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+  } else if (H < kScratchMinCols) {
+    grad_reduce_rows_impl<T, false, 4, 16, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g,
+                                                  acc_b);
+  } else {
+    grad_reduce_rows_impl<T, false, 2, 2, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+  }
+}
+
+// acc_b == nullptr: no beta, no sum of dy (see kBeta above).
 template <typename T>
 void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
                       const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
                       float* acc_g, float* acc_b) {
-  if (scratch_rows(H, kReduceRowBlock)) {
-    grad_reduce_rows_impl<T, true, 4, 4>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
-  } else if (H < kScratchMinCols) {
-    grad_reduce_rows_impl<T, false, 4, 16>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+  if (acc_b != nullptr) {
+    grad_reduce_rows_beta<T, true>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else {
-    grad_reduce_rows_impl<T, false, 2, 2>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+    grad_reduce_rows_beta<T, false>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   }
 }
 

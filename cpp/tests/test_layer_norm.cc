@@ -324,6 +324,82 @@ JAX_LNGB_TEST(layer_norm_drivers_same_bits_with_every_executor) {
   check_drivers_type<bf16_t>(gen, zoo);
 }
 
+// A LayerNorm without beta (beta == nullptr, pd_beta == nullptr): y has the
+// values of a zero bias (a -0 product may come out as +0 there), dx and
+// pd_gamma the bits of the run with a beta, whatever the executor; the
+// kernels never touch a bias nor a pd_beta (none exists here, and the
+// sanitizer builds would see a stray access).
+template <typename T>
+void check_no_beta_type(std::mt19937_64& gen, Executors& zoo) {
+  struct Shape {
+    int64_t G, R, H;
+  };
+  for (const Shape s : {Shape{1, 3000, 40}, Shape{3, 70, 33}, Shape{1, 1, 5}, Shape{2, 0, 8}, Shape{1, 50, 2000},
+                        Shape{1, 7, 9000}, Shape{1, 5, 16400}}) {
+    const int64_t n = s.G * s.R * s.H;
+    const std::vector<T> x = random_values<T>(gen, n, 1.5f);
+    const std::vector<T> dy = random_values<T>(gen, n);
+    std::vector<float> gamma(size_t(s.G * s.H)), zero(gamma.size(), 0.0f);
+    std::normal_distribution<float> nd;
+    for (float& g : gamma) g = 1.0f + 0.2f * nd(gen);
+    const DriverResults<T> want = run_drivers(x, dy, gamma, zero, s.G, s.R, s.H, true, zoo.all()[0].ex, zoo);
+    const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " +
+                              std::to_string(s.R) + ", " + std::to_string(s.H) + "]";
+    for (const NamedExecutor& e : zoo.all()) {
+      const T junk = from_float<T>(-777.0f);
+      std::vector<T> y(size_t(n), junk), dx(size_t(n), junk);
+      std::vector<float> mean(size_t(s.G * s.R), -777.0f), var(mean.size(), -777.0f);
+      std::vector<float> pd_gamma(size_t(s.G * s.H), -777.0f);
+      LayerNormForwardProblem f;
+      f.dtype = dtype_of<T>();
+      f.x = x.data();
+      f.gamma = gamma.data();
+      f.beta = nullptr;
+      f.gamma_stride = s.H;
+      f.beta_stride = s.H;  // ignored without a beta
+      f.y = y.data();
+      f.mean = mean.data();
+      f.variance = var.data();
+      f.groups = s.G;
+      f.rows = s.R;
+      f.cols = s.H;
+      CHECK(layer_norm_forward(f, e.ex) == nullptr);
+      zoo.flush_deferred();
+      LayerNormBackwardProblem b;
+      b.dtype = dtype_of<T>();
+      b.out_dtype = DType::kF32;
+      b.dy = dy.data();
+      b.x = x.data();
+      b.variance = var.data();
+      b.mean = mean.data();
+      b.gamma = gamma.data();
+      b.gamma_stride = s.H;
+      b.dx = dx.data();
+      b.pd_gamma = pd_gamma.data();
+      b.pd_beta = nullptr;
+      b.groups = s.G;
+      b.rows = s.R;
+      b.cols = s.H;
+      CHECK(layer_norm_backward(b, e.ex) == nullptr);
+      zoo.flush_deferred();
+      bool same_y = true;
+      for (int64_t i = 0; i < n; ++i) same_y = same_y && to_float(y[size_t(i)]) == to_float(want.y[size_t(i)]);
+      CHECK_MSG(same_y, e.name << " no-beta y differs from a zero bias: " << shape);
+      CHECK_MSG(same_bits(mean, want.mean) && same_bits(var, want.var), e.name << " no-beta statistics: " << shape);
+      CHECK_MSG(same_bits(dx, want.dx) && same_bits(pd_gamma, want.pd_gamma),
+                e.name << " no-beta dx/pd_gamma differ from the run with a beta: " << shape);
+    }
+  }
+}
+
+JAX_LNGB_TEST(layer_norm_without_beta) {
+  std::mt19937_64 gen(7);
+  Executors zoo;
+  check_no_beta_type<float>(gen, zoo);
+  check_no_beta_type<f16_t>(gen, zoo);
+  check_no_beta_type<bf16_t>(gen, zoo);
+}
+
 JAX_LNGB_TEST(layer_norm_drivers_refuse_bad_problems) {
   Executors zoo;
   LayerNormForwardProblem f;

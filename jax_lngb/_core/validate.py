@@ -150,3 +150,13 @@ def check_choice(fn: str, name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{fn}: {name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
     return value
+
+
+def check_bool(fn: str, name: str, value: Any) -> bool:
+    """A static flag: a Python or NumPy bool (not a traced value, not 0/1,
+    whose meaning as a flag would be a guess)."""
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(f"{fn}: {name} must be a static Python bool, not a traced value ({value.aval})")
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{fn}: {name} must be a bool; got {type(value).__name__} {value!r}")
+    return bool(value)

@@ -3,6 +3,10 @@ forward and for CANN's backward chain LayerNormGrad -> LayerNormGradBeta.
 
     y = (x - mean) / sqrt(var + epsilon) * gamma + beta
 
+or, with zero_centered_gamma=True (Gemma, Megatron's layernorm1p: gamma
+initialised to zero), * (1 + gamma), formed in float32; with beta=None, no
+bias (none is read, and no beta gradient is formed).
+
 Statistics are float32 whatever the input dtype; y has x's dtype; the
 gamma/beta gradients come back in gamma's/beta's dtype.
 
@@ -29,55 +33,74 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._core.validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
+from ..._core.validate import check_bool, check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
 from ..primitives import BACKWARDS, layer_norm_forward_p
 
 
 def layer_norm(
     x: jax.typing.ArrayLike,
     gamma: jax.typing.ArrayLike,
-    beta: jax.typing.ArrayLike,
+    beta: jax.typing.ArrayLike | None,
     *,
     epsilon: float = 1e-5,
     backward: str = "fused",
+    zero_centered_gamma: bool = False,
 ) -> jax.Array:
     """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over the last axis.
 
     Args:
       x: input of shape [..., H] (float32, float16 or bfloat16).
       gamma, beta: scale and shift of shape [H] (any of the same dtypes).
+        beta may be None: no bias, and no beta gradient.
       epsilon: added to the variance; a static float >= 0.
       backward: "fused" (default) runs the backward as one kernel;
         "chained" runs CANN's chain of the two public primitives,
         `layer_norm_grad` then `layer_norm_grad_beta`.
+      zero_centered_gamma: scale by ``1 + gamma`` instead of ``gamma``, with
+        the sum formed in float32 (a bfloat16 gamma of 2^-9 still scales by
+        1 + 2^-9). The gamma gradient is the same sum as without it.
     """
-    x, gamma, beta = jnp.asarray(x), jnp.asarray(gamma), jnp.asarray(beta)
     fn = "layer_norm"
+    zc = check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
+    x, gamma = jnp.asarray(x), jnp.asarray(gamma)
     check_rank(fn, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     check_kernel_dtype(fn, "gamma", gamma.dtype)
-    check_kernel_dtype(fn, "beta", beta.dtype)
     h = x.shape[-1]
     check_shape(fn, "gamma", gamma.shape, (h,), "[H], H = x.shape[-1]")
-    check_shape(fn, "beta", beta.shape, (h,), "[H], H = x.shape[-1]")
+    params = (gamma,)
+    if beta is not None:
+        beta = jnp.asarray(beta)
+        check_kernel_dtype(fn, "beta", beta.dtype)
+        check_shape(fn, "beta", beta.shape, (h,), "[H], H = x.shape[-1]")
+        params = (gamma, beta)
     eps = check_epsilon(fn, epsilon)
     mode = check_choice(fn, "backward", backward, BACKWARDS)
-    y, _, _ = layer_norm_forward_p.bind(x, gamma, beta, epsilon=eps, batch_dims=0, backward=mode)
+    y, _, _ = layer_norm_forward_p.bind(
+        x, *params, epsilon=eps, batch_dims=0, backward=mode, zero_centered_gamma=zc, has_beta=beta is not None
+    )
     return y
 
 
-def layer_norm_ref(x, gamma, beta, *, epsilon: float = 1e-5) -> np.ndarray:
-    """Oracle: float64 NumPy LayerNorm."""
+def layer_norm_ref(x, gamma, beta, *, epsilon: float = 1e-5, zero_centered_gamma: bool = False) -> np.ndarray:
+    """Oracle: float64 NumPy LayerNorm (beta may be None)."""
     x64 = np.asarray(x, np.float64)
     mean = x64.mean(-1, keepdims=True)
     var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
-    return (x64 - mean) / np.sqrt(var + epsilon) * np.asarray(gamma, np.float64) + np.asarray(beta, np.float64)
+    scale = np.asarray(gamma, np.float64) + (1.0 if zero_centered_gamma else 0.0)
+    y = (x64 - mean) / np.sqrt(var + epsilon) * scale
+    return y if beta is None else y + np.asarray(beta, np.float64)
 
 
-def layer_norm_jnp(x, gamma, beta, *, epsilon: float = 1e-5) -> jax.Array:
+def layer_norm_jnp(x, gamma, beta, *, epsilon: float = 1e-5, zero_centered_gamma: bool = False) -> jax.Array:
     """Plain jax.numpy LayerNorm (float32 statistics): what XLA autodiff sees."""
     x32 = x.astype(jnp.float32)
     mean = jnp.mean(x32, -1, keepdims=True)
     var = jnp.mean(jnp.square(x32 - mean), -1, keepdims=True)
-    y = (x32 - mean) * jax.lax.rsqrt(var + epsilon) * gamma.astype(jnp.float32) + beta.astype(jnp.float32)
+    scale = gamma.astype(jnp.float32)
+    if zero_centered_gamma:
+        scale = scale + 1.0
+    y = (x32 - mean) * jax.lax.rsqrt(var + epsilon) * scale
+    if beta is not None:
+        y = y + beta.astype(jnp.float32)
     return y.astype(x.dtype)

@@ -28,6 +28,27 @@ def expand_param(p: jax.Array, ndim: int) -> jax.Array:
     return p.reshape(p.shape[:-1] + (1,) * (ndim - p.ndim) + p.shape[-1:])
 
 
+def scale_param(gamma: jax.Array, ndim: int, zero_centered: bool = False) -> jax.Array:
+    """The scale the rows are multiplied by, as `expand_param` lays it out:
+    gamma, or with zero_centered (Gemma, Megatron's layernorm1p) 1 + gamma,
+    formed in float32 from the widened gamma (exact), never in gamma's dtype:
+    1 + 2^-9 is 1 in bfloat16 but not in float32."""
+    g = expand_param(gamma, ndim)
+    return g + np.float32(1.0) if zero_centered else g
+
+
+def kernel_gamma(gamma: jax.Array, zero_centered: bool) -> jax.Array:
+    """gamma as the CPU kernels take it: float32, [H] or [*G, H].
+
+    With zero_centered the kernels get 1 + gamma, added here in float32 on
+    the [H] (or [*G, H]) parameter rather than in every kernel: widening is
+    exact, so this is the same single float32 rounding a kernel would make
+    (1.0f + gamma[c]), bit for bit, done once per call instead of once per
+    row, and every kernel and ISA variant stays as it is."""
+    g = gamma.astype(F32)
+    return g + np.float32(1.0) if zero_centered else g
+
+
 def _inv(h: int) -> tuple[np.float32, np.float32]:
     """1/H and 2/H, rounded to float32 as the kernels compute them."""
     fh = np.float32(max(h, 1))
@@ -47,7 +68,7 @@ def shift_of(x32: jax.Array) -> jax.Array:
     return jnp.where(jnp.isfinite(ref), ref, jnp.zeros_like(ref))
 
 
-def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0):
+def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0, zero_centered_gamma: bool = False):
     """y, mean, variance (two passes; variance biased).
 
     The mean is shifted and refined as in the C++ kernels: m = ref +
@@ -65,7 +86,9 @@ def forward_jnp(x, gamma, beta, *, epsilon: float, batch_dims: int = 0):
     variance = jnp.sum(d * d, -1) / np.float32(h)
     mean = m + jnp.sum(d, -1) / np.float32(h)
     rstd = rstd_of(variance, epsilon)[..., None]
-    y = ((x32 - mean[..., None]) * rstd) * expand_param(gamma, x.ndim) + expand_param(beta, x.ndim)
+    y = ((x32 - mean[..., None]) * rstd) * scale_param(gamma, x.ndim, zero_centered_gamma)
+    if beta is not None:
+        y = y + expand_param(beta, x.ndim)
     return y.astype(x.dtype), mean, variance
 
 
@@ -89,7 +112,9 @@ def stats_cotangent_jnp(ct_mean, ct_var, x, mean):
     return ct_mean.astype(F32)[..., None] * inv_h + two_h * cv * (x2 - s2 * inv_h)
 
 
-def grad_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, res_dtype=None):
+def grad_jnp(
+    dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, res_dtype=None, zero_centered_gamma: bool = False
+):
     """CANN LayerNormGrad (SPEC section 3): pd_x (x's dtype), res_for_gamma.
 
     The per-row constants are taken out of the sums:
@@ -97,7 +122,7 @@ def grad_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 
       pd_mean = -rstd * sum(x1) + pd_var * (1/H) * (-2 * sum(x2))
     """
     inv_h, two_h = _inv(x.shape[-1])
-    x1 = dy.astype(F32) * expand_param(gamma, x.ndim)
+    x1 = dy.astype(F32) * scale_param(gamma, x.ndim, zero_centered_gamma)
     x2 = x.astype(F32) - mean.astype(F32)[..., None]
     rstd = rstd_of(variance, epsilon)[..., None]
     s12 = jnp.sum(x1 * x2, -1, keepdims=True)
@@ -110,18 +135,37 @@ def grad_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 
     return pd_x.astype(x.dtype), res.astype(x.dtype if res_dtype is None else res_dtype)
 
 
-def backward_jnp(dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int, out_dtype):
+def backward_jnp(
+    dy,
+    x,
+    variance,
+    mean,
+    gamma,
+    *,
+    epsilon: float,
+    batch_dims: int,
+    out_dtype,
+    zero_centered_gamma: bool = False,
+    has_beta: bool = True,
+):
     """The fused backward: LayerNormGrad, then LayerNormGradBeta of its
-    float32 res_for_gamma: dx, pd_gamma [*G, H], pd_beta [*G, H]."""
-    pd_x, res = grad_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, res_dtype=F32)
+    float32 res_for_gamma: dx, pd_gamma [*G, H], and pd_beta [*G, H] when
+    has_beta (with no beta there is no sum of dy to form)."""
+    pd_x, res = grad_jnp(
+        dy, x, variance, mean, gamma, epsilon=epsilon, res_dtype=F32, zero_centered_gamma=zero_centered_gamma
+    )
     rows = tuple(range(batch_dims, x.ndim - 1))
     d = dy.astype(F32)
     pd_gamma = jnp.sum(res * d, rows)
+    if not has_beta:
+        return pd_x, pd_gamma.astype(out_dtype)
     pd_beta = jnp.sum(d, rows)
     return pd_x, pd_gamma.astype(out_dtype), pd_beta.astype(out_dtype)
 
 
-def tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0):
+def tangent_jnp(
+    t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, zero_centered_gamma=False
+):
     """The JVP of the forward's y: t_y for tangents (t_x, t_gamma, t_beta).
 
     Written as the exact adjoint of the backward formulas (grad_jnp /
@@ -131,6 +175,8 @@ def tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: floa
       A = mean(t_x),  B = (2/H) sum(t_x * x2) - (2/H) sum(x2) * A
       t_y = gamma * (rstd * t_x - rstd * A - 0.5 * rstd^3 * x2 * B)
             + x2 * rstd * t_gamma + t_beta
+    with 1 + gamma for gamma when zero_centered_gamma (its derivative is
+    still t_gamma), and no t_beta term when t_beta is None (no beta).
     """
     inv_h, two_h = _inv(x.shape[-1])
     tx = t_x.astype(F32)
@@ -139,7 +185,9 @@ def tangent_jnp(t_x, t_gamma, t_beta, x, variance, mean, gamma, *, epsilon: floa
     a = jnp.sum(tx, -1, keepdims=True) * inv_h
     s2 = jnp.sum(x2, -1, keepdims=True)
     b = jnp.sum(tx * x2, -1, keepdims=True) * two_h - (s2 * two_h) * a
-    g = expand_param(gamma, x.ndim)
+    g = scale_param(gamma, x.ndim, zero_centered_gamma)
     t_y = g * (rstd * tx - rstd * a - (0.5 * (rstd * rstd * rstd)) * x2 * b)
-    t_y = t_y + (x2 * rstd) * expand_param(t_gamma, x.ndim) + expand_param(t_beta, x.ndim)
+    t_y = t_y + (x2 * rstd) * expand_param(t_gamma, x.ndim)
+    if t_beta is not None:
+        t_y = t_y + expand_param(t_beta, x.ndim)
     return t_y.astype(x.dtype)

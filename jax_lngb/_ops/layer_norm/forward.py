@@ -20,6 +20,10 @@ Parameters of the primitive:
                 gamma and beta are then [*G, H].
     backward:   "fused" or "chained": which backward the JVP's transpose runs
                 (see `jax_lngb.layer_norm`); never changes the forward.
+    zero_centered_gamma: the rows are scaled by 1 + gamma (formed in float32)
+                instead of gamma. Optional (False).
+    has_beta:   False: no beta operand (operands (x, gamma)) and no bias added;
+                the CPU kernel then reads no bias at all. Optional (True).
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl, cpu_lowering
-from .formulas import forward_jnp
-from ..._core.validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
+from ..._core.ffi_call import apply_impl
+from .formulas import forward_jnp, kernel_gamma
+from ..._core.validate import check_batch_dims, check_bool, check_choice, check_epsilon, check_kernel_dtype, check_param
 from ..primitives import (
     BACKWARDS,
+    LAYER_NORM_FORWARD_NO_BETA_TARGET,
     LAYER_NORM_FORWARD_TARGET,
     layer_norm_forward_local_p,
     layer_norm_forward_p,
@@ -46,31 +51,49 @@ from ..primitives import (
 )
 
 
-def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5):
-    """Oracle: float64 NumPy (y, mean, variance) of the last axis."""
+def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5, zero_centered_gamma: bool = False):
+    """Oracle: float64 NumPy (y, mean, variance) of the last axis (beta may be None)."""
     x64 = np.asarray(x, np.float64)
     mean = x64.mean(-1)
     var = ((x64 - mean[..., None]) ** 2).mean(-1)
     y = (x64 - mean[..., None]) / np.sqrt(var[..., None] + epsilon)
-    return y * np.asarray(gamma, np.float64) + np.asarray(beta, np.float64), mean, var
+    scale = np.asarray(gamma, np.float64) + (1.0 if zero_centered_gamma else 0.0)
+    shift = 0.0 if beta is None else np.asarray(beta, np.float64)
+    return y * scale + shift, mean, var
 
 
 # --------------------------------------------------------- abstract evaluation
 
 
-def _abstract_eval(x, gamma, beta, *, epsilon, batch_dims, backward):
+def _split(args, has_beta):
+    """(x, gamma, beta or None) of the operands, which omit beta without one."""
+    if len(args) != 2 + bool(has_beta):
+        raise TypeError(f"layer_norm: {len(args)} operands for has_beta={has_beta}: expected x, gamma" + (", beta" if has_beta else ""))
+    return (*args, None) if not has_beta else tuple(args)
+
+
+def _check_flags(fn, zero_centered_gamma, has_beta):
+    check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
+    check_bool(fn, "has_beta", has_beta)
+
+
+def _abstract_eval(*args, epsilon, batch_dims, backward, zero_centered_gamma=False, has_beta=True):
     fn = "layer_norm"
+    _check_flags(fn, zero_centered_gamma, has_beta)
+    x, gamma, beta = _split(args, has_beta)
     batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
-    for name, p in (("gamma", gamma), ("beta", beta)):
+    params = (("gamma", gamma),) + ((("beta", beta),) if has_beta else ())
+    for name, p in params:
         check_kernel_dtype(fn, name, p.dtype)
         check_param(fn, name, p.shape, x.shape, batch_dims)
     # Checked here too (not only in `layer_norm`): a primitive bound directly
     # must not reach the kernel with an epsilon it would silently misuse.
     check_epsilon(fn, epsilon)
     check_choice(fn, "backward", backward, BACKWARDS)
-    y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(gamma, beta))
-    stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=(gamma, beta))
+    inputs = tuple(p for _, p in params)
+    y = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=inputs)
+    stats = derived_aval(x, x.shape[:-1], jnp.float32, range(x.ndim - 1), inputs=inputs)
     return y, stats, stats
 
 
@@ -82,30 +105,41 @@ for _p in (layer_norm_forward_p, layer_norm_forward_local_p):
 # ------------------------------------------------------------------ lowerings
 
 
-def _forward_jnp(x, gamma, beta, *, epsilon, batch_dims, backward):
-    return list(forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims))
+def _forward_jnp(*args, epsilon, batch_dims, backward, zero_centered_gamma=False, has_beta=True):
+    x, gamma, beta = _split(args, has_beta)
+    return list(
+        forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma)
+    )
 
 
-def _result_avals(x, gamma, beta, *, batch_dims, backward):
+def _cpu_call(*args, epsilon, batch_dims, backward, zero_centered_gamma=False, has_beta=True):
+    """The kernel takes float32 parameters (1 + gamma when zero-centered, see
+    formulas.kernel_gamma); without beta, the kernel variant that reads no
+    bias (rather than a zero bias: y = xhat * gamma, with no add at all)."""
+    x, gamma, beta = _split(args, has_beta)
     stats = jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32)
-    return (jax.ShapeDtypeStruct(x.shape, x.dtype), stats, stats)
+    outs = (jax.ShapeDtypeStruct(x.shape, x.dtype), stats, stats)
+    operands = [x, kernel_gamma(gamma, zero_centered_gamma)]
+    if has_beta:
+        operands.append(beta.astype(jnp.float32))
+    target = LAYER_NORM_FORWARD_TARGET if has_beta else LAYER_NORM_FORWARD_NO_BETA_TARGET
+    return jax.ffi.ffi_call(target, outs)(*operands, epsilon=np.float32(epsilon))
 
 
 mlir.register_lowering(layer_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
-mlir.register_lowering(
-    layer_norm_forward_local_p, cpu_lowering(LAYER_NORM_FORWARD_TARGET, _result_avals, float32_operands=(1, 2)), platform="cpu"
-)
+mlir.register_lowering(layer_norm_forward_local_p, mlir.lower_fun(_cpu_call, multiple_results=True), platform="cpu")
 
 
 # -------------------------------------------------------------- partitioning
 
 
-def _layout(x, gamma, beta, *, epsilon, batch_dims, backward):
+def _layout(*args, epsilon, batch_dims, backward, zero_centered_gamma=False, has_beta=True):
     """Row-wise: x and y [*G, *rows, H], statistics [*G, *rows]."""
+    x = args[0]
     return RowLayout(
         group_dims=batch_dims,
         row_dims=x.ndim - 1 - batch_dims,
-        operands=(ROWS_H, PARAM_H, PARAM_H),
+        operands=(ROWS_H, PARAM_H) + ((PARAM_H,) if has_beta else ()),
         results=(ROWS_H, ROWS_ROLE, ROWS_ROLE),
     )
 
@@ -116,26 +150,16 @@ register_row_partitioning(layer_norm_forward_p, layer_norm_forward_local_p, _lay
 # ----------------------------------------------------------------------- JVP
 
 
-def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
-
-    x, gamma, beta = primals
-    y, mean, variance = layer_norm_forward_p.bind(
-        x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims, backward=backward
-    )
-    t_x, t_gamma, t_beta = tangents
+def _jvp(primals, tangents, **params):
+    has_beta = params.get("has_beta", True)
+    y, mean, variance = layer_norm_forward_p.bind(*primals, **params)
     if all(type(t) is ad.Zero for t in tangents):
         return (y, mean, variance), [ad.Zero(jax.typeof(a).to_tangent_aval()) for a in (y, mean, variance)]
+    x, gamma, _ = _split(primals, has_beta)
+    # The tangent takes t_beta only when there is a beta.
+    t_params = [ad.instantiate_zeros(t) for t in tangents[1:]]
     t_y, t_mean, t_var = layer_norm_tangent_p.bind(
-        ad.instantiate_zeros(t_x),
-        ad.instantiate_zeros(t_gamma),
-        ad.instantiate_zeros(t_beta),
-        x,
-        variance,
-        mean,
-        gamma,
-        epsilon=epsilon,
-        batch_dims=batch_dims,
-        backward=backward,
+        ad.instantiate_zeros(tangents[0]), *t_params, x, variance, mean, gamma, **params
     )
     return (y, mean, variance), (t_y, t_mean, t_var)
 
@@ -148,6 +172,16 @@ ad.primitive_jvps[layer_norm_forward_p] = _jvp
 
 # Every output is per row: with the parameters shared (not mapped), the
 # mapped axis is more rows of the same problem (see _core.batching).
-batching.primitive_batchers[layer_norm_forward_p] = row_wise_batcher(layer_norm_forward_p, (ROWS, PARAM, PARAM))
+_batchers = {
+    True: row_wise_batcher(layer_norm_forward_p, (ROWS, PARAM, PARAM)),
+    False: row_wise_batcher(layer_norm_forward_p, (ROWS, PARAM)),
+}
+
+
+def _batch(args, dims, **params):
+    return _batchers[bool(params.get("has_beta", True))](args, dims, **params)
+
+
+batching.primitive_batchers[layer_norm_forward_p] = _batch
 
 native.register_cpu_targets()

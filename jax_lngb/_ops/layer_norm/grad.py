@@ -44,10 +44,11 @@ from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl, cpu_lowering
-from .formulas import grad_jnp
+from ..._core.ffi_call import apply_impl
+from .formulas import grad_jnp, kernel_gamma
 from ..._core.validate import (
     check_batch_dims,
+    check_bool,
     check_epsilon,
     check_kernel_dtype,
     check_param,
@@ -140,7 +141,10 @@ def _check_operands(dy, x, variance, mean, gamma, *, batch_dims):
     check_param(fn, "gamma", gamma.shape, x.shape, batch_dims)
 
 
-def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
+    # zero_centered_gamma (optional, False): x1 = dy * (1 + gamma), the
+    # chained backward of layer_norm(..., zero_centered_gamma=True).
+    check_bool(_FN, "zero_centered_gamma", zero_centered_gamma)
     _check_operands(dy, x, variance, mean, gamma, batch_dims=batch_dims)
     check_epsilon(_FN, epsilon)  # the primitive may be bound directly
     # Typed like x: row-sharded like it, varying over its manual axes.
@@ -156,25 +160,31 @@ for _p in (layer_norm_grad_p, layer_norm_grad_local_p):
 # ------------------------------------------------------------------ lowerings
 
 
-def _grad_jnp(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
-    return list(grad_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims))
+def _grad_jnp(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
+    return list(
+        grad_jnp(
+            dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma
+        )
+    )
 
 
-def _result_avals(dy, x, variance, mean, gamma, *, batch_dims):
+def _cpu_call(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
+    """Statistics and gamma in float32 (1 + gamma when zero-centered, see formulas.kernel_gamma)."""
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return (out, out)
+    f32 = jnp.float32
+    return jax.ffi.ffi_call(LAYER_NORM_GRAD_TARGET, (out, out))(
+        dy, x, variance.astype(f32), mean.astype(f32), kernel_gamma(gamma, zero_centered_gamma), epsilon=np.float32(epsilon)
+    )
 
 
 mlir.register_lowering(layer_norm_grad_local_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
-mlir.register_lowering(
-    layer_norm_grad_local_p, cpu_lowering(LAYER_NORM_GRAD_TARGET, _result_avals, float32_operands=(2, 3, 4)), platform="cpu"
-)
+mlir.register_lowering(layer_norm_grad_local_p, mlir.lower_fun(_cpu_call, multiple_results=True), platform="cpu")
 
 
 # -------------------------------------------------------------- partitioning
 
 
-def _layout(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+def _layout(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
     """Row-wise: [*G, *rows(, H)] in, [*G, *rows, H] out, gamma [*G, H]."""
     return RowLayout(
         group_dims=batch_dims,
@@ -190,12 +200,12 @@ register_row_partitioning(layer_norm_grad_p, layer_norm_grad_local_p, _layout, r
 # ----------------------------------------------------------------------- JVP
 
 
-def _jvp(primals, tangents, *, epsilon, batch_dims):
+def _jvp(primals, tangents, **params):
     """Primal from the kernel; tangents from the jax.numpy formulas, which JAX
     can transpose and differentiate again."""
-    outs = layer_norm_grad_p.bind(*primals, epsilon=epsilon, batch_dims=batch_dims)
+    outs = layer_norm_grad_p.bind(*primals, **params)
     tangents = [ad.instantiate_zeros(t) for t in tangents]
-    f = functools.partial(_grad_jnp, epsilon=epsilon, batch_dims=batch_dims)
+    f = functools.partial(_grad_jnp, **params)
     _, t_outs = jax.jvp(f, tuple(primals), tuple(tangents))
     return outs, t_outs
 

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._core.validate import check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
+from ..._core.validate import check_bool, check_choice, check_epsilon, check_kernel_dtype, check_rank, check_shape
 
 __all__ = ["rms_norm", "rms_norm_jnp", "rms_norm_ref"]
 from ..primitives import BACKWARDS, rms_norm_forward_p
@@ -55,6 +55,7 @@ def rms_norm(
     *,
     epsilon: float = 1e-6,
     backward: str = "fused",
+    zero_centered_gamma: bool = False,
 ) -> jax.Array:
     """``x / sqrt(mean(x^2) + epsilon) * gamma`` over the last axis.
 
@@ -65,31 +66,39 @@ def rms_norm(
       backward: "fused" (default) runs the backward as one kernel;
         "chained" computes dx and res_for_gamma = x * rstd, then dgamma with
         `layer_norm_grad_beta`.
+      zero_centered_gamma: scale by ``1 + gamma`` (Gemma's RMSNorm, gamma
+        initialised to zero), the sum formed in float32 (a bfloat16 gamma of
+        2^-9 still scales by 1 + 2^-9); the gamma gradient is unchanged in form.
 
     Returns:
       y, with x's shape and dtype.
     """
-    x, gamma = jnp.asarray(x), jnp.asarray(gamma)
     fn = "rms_norm"
+    zc = check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
+    x, gamma = jnp.asarray(x), jnp.asarray(gamma)
     check_rank(fn, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     check_kernel_dtype(fn, "gamma", gamma.dtype)
     check_shape(fn, "gamma", gamma.shape, (x.shape[-1],), "[H], H = x.shape[-1]")
     eps = check_epsilon(fn, epsilon)
     mode = check_choice(fn, "backward", backward, BACKWARDS)
-    y, _ = rms_norm_forward_p.bind(x, gamma, epsilon=eps, batch_dims=0, backward=mode)
+    y, _ = rms_norm_forward_p.bind(x, gamma, epsilon=eps, batch_dims=0, backward=mode, zero_centered_gamma=zc)
     return y
 
 
-def rms_norm_ref(x, gamma, *, epsilon: float = 1e-6) -> np.ndarray:
+def rms_norm_ref(x, gamma, *, epsilon: float = 1e-6, zero_centered_gamma: bool = False) -> np.ndarray:
     """Oracle: float64 NumPy RMSNorm."""
     x64 = np.asarray(x, np.float64)
     ms = (x64 * x64).mean(-1, keepdims=True) if x64.shape[-1] else np.zeros(x64.shape[:-1] + (1,))
-    return x64 / np.sqrt(ms + epsilon) * np.asarray(gamma, np.float64)
+    scale = np.asarray(gamma, np.float64) + (1.0 if zero_centered_gamma else 0.0)
+    return x64 / np.sqrt(ms + epsilon) * scale
 
 
-def rms_norm_jnp(x, gamma, *, epsilon: float = 1e-6) -> jax.Array:
+def rms_norm_jnp(x, gamma, *, epsilon: float = 1e-6, zero_centered_gamma: bool = False) -> jax.Array:
     """Plain jax.numpy RMSNorm (float32 statistics): what XLA autodiff sees."""
     x32 = x.astype(jnp.float32)
     ms = jnp.mean(jnp.square(x32), -1, keepdims=True)
-    return (x32 * jax.lax.rsqrt(ms + epsilon) * gamma.astype(jnp.float32)).astype(x.dtype)
+    scale = gamma.astype(jnp.float32)
+    if zero_centered_gamma:
+        scale = scale + 1.0
+    return (x32 * jax.lax.rsqrt(ms + epsilon) * scale).astype(x.dtype)

@@ -41,9 +41,11 @@ from ..._core.batching import PARAM, ROWS, move_to_groups
 from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..layer_norm.formulas import kernel_gamma
 from .formulas import backward_jnp, grad_jnp
 from ..._core.validate import (
     check_batch_dims,
+    check_bool,
     check_kernel_dtype,
     check_param,
     check_row_stats,
@@ -75,8 +77,9 @@ def check_backward_operands(fn, dy, x, rstd, gamma, batch_dims) -> int:
 # --------------------------------------------------------- abstract evaluation
 
 
-def _abstract_eval(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _abstract_eval(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
     fn = "rms_norm_backward"
+    check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
     batch_dims = check_backward_operands(fn, dy, x, rstd, gamma, batch_dims)
     check_kernel_dtype(fn, "out_dtype", out_dtype)
     inputs = (dy, rstd, gamma)
@@ -95,31 +98,33 @@ for _p in (rms_norm_backward_p, rms_norm_backward_local_p):
 # ------------------------------------------------------------------ lowerings
 
 
-def _backward_jnp(dy, x, rstd, gamma, *, batch_dims, out_dtype):
-    return list(backward_jnp(dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype))
+def _backward_jnp(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
+    return list(backward_jnp(dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype, zero_centered_gamma=zero_centered_gamma))
 
 
-def _backward_via_grad_beta(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _backward_via_grad_beta(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
     """Every platform but the CPU: dx in jax.numpy, pd_gamma through
     LayerNormGradBeta's kernel primitive (its lowering for the platform: the
     AscendC kernel on an Ascend NPU, jax.numpy elsewhere) on the float32
     res_for_gamma and dy, as the fused kernel sums them."""
 
-    dx, res = grad_jnp(dy, x, rstd, gamma, res_dtype=jnp.float32)
+    dx, res = grad_jnp(dy, x, rstd, gamma, res_dtype=jnp.float32, zero_centered_gamma=zero_centered_gamma)
     pd_gamma, _ = layer_norm_grad_beta_local_p.bind(
         res, dy.astype(jnp.float32), out_dtype=out_dtype, batch_dims=batch_dims
     )
     return [dx, pd_gamma]
 
 
-def _cpu_call(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _cpu_call(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
     outs = (
         jax.ShapeDtypeStruct(x.shape, x.dtype),
         jax.ShapeDtypeStruct(x.shape[:batch_dims] + x.shape[-1:], out_dtype),
     )
     # Every size, batch_dims included (from pd_gamma's rank), comes from the
-    # buffers: no attributes, so symbolic shapes export.
-    return jax.ffi.ffi_call(RMS_NORM_BACKWARD_TARGET, outs)(dy, x, rstd, gamma.astype(jnp.float32))
+    # buffers: no attributes, so symbolic shapes export. gamma in float32
+    # (1 + gamma when zero-centered, see layer_norm's formulas.kernel_gamma).
+    g = kernel_gamma(gamma, zero_centered_gamma)
+    return jax.ffi.ffi_call(RMS_NORM_BACKWARD_TARGET, outs)(dy, x, rstd, g)
 
 
 mlir.register_lowering(rms_norm_backward_local_p, mlir.lower_fun(_backward_via_grad_beta, multiple_results=True))
@@ -129,7 +134,7 @@ mlir.register_lowering(rms_norm_backward_local_p, mlir.lower_fun(_cpu_call, mult
 # -------------------------------------------------------------- partitioning
 
 
-def _layout(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _layout(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
     """dx row-wise like dy; pd_gamma a sum over the rows."""
     return RowLayout(
         group_dims=batch_dims,
@@ -159,7 +164,7 @@ def _jvp(primals, tangents, **params):
     return outs, t_outs
 
 
-def _transpose(cts, dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _transpose(cts, dy, x, rstd, gamma, *, batch_dims, out_dtype, **flags):
     """Linear in dy: the transpose is the forward's tangent map."""
 
     if not ad.is_undefined_primal(dy) or any(ad.is_undefined_primal(a) for a in (x, rstd, gamma)):
@@ -167,7 +172,7 @@ def _transpose(cts, dy, x, rstd, gamma, *, batch_dims, out_dtype):
     if all(type(c) is ad.Zero for c in cts):
         return [None] * 4
     ct_dx, ct_g = (ad.instantiate_zeros(c) for c in cts)
-    ct_dy, _ = rms_norm_tangent_p.bind(ct_dx, ct_g, x, rstd, gamma, batch_dims=batch_dims, backward="fused")
+    ct_dy, _ = rms_norm_tangent_p.bind(ct_dx, ct_g, x, rstd, gamma, batch_dims=batch_dims, backward="fused", **flags)
     return [ct_dy, None, None, None]
 
 
@@ -178,10 +183,10 @@ ad.primitive_transposes[rms_norm_backward_p] = _transpose
 # ------------------------------------------------------------------ batching
 
 
-def _batch(args, dims, *, batch_dims, out_dtype):
+def _batch(args, dims, *, batch_dims, out_dtype, **flags):
     # pd_gamma must stay per example (vmap(grad(...))): group semantics.
     moved = move_to_groups(args, dims, (ROWS, ROWS, ROWS, PARAM), batch_dims)
-    outs = rms_norm_backward_p.bind(*moved, batch_dims=batch_dims + 1, out_dtype=out_dtype)
+    outs = rms_norm_backward_p.bind(*moved, batch_dims=batch_dims + 1, out_dtype=out_dtype, **flags)
     return outs, (0, 0)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..layer_norm.formulas import expand_param
+from ..layer_norm.formulas import expand_param, scale_param
 
 F32 = jnp.float32
 
@@ -31,20 +31,20 @@ def inv_h(h: int) -> np.float32:
     return np.float32(1.0) / np.float32(max(h, 1))
 
 
-def forward_jnp(x, gamma, *, epsilon: float, batch_dims: int = 0):
+def forward_jnp(x, gamma, *, epsilon: float, batch_dims: int = 0, zero_centered_gamma: bool = False):
     """y (x's dtype) and the float32 rstd of each row."""
     x32 = x.astype(F32)
     ss = jnp.sum(x32 * x32, -1)
     rstd = 1.0 / jnp.sqrt(ss * inv_h(x.shape[-1]) + np.float32(epsilon))
-    y = (x32 * rstd[..., None]) * expand_param(gamma, x.ndim)
+    y = (x32 * rstd[..., None]) * scale_param(gamma, x.ndim, zero_centered_gamma)
     return y.astype(x.dtype), rstd
 
 
-def grad_jnp(dy, x, rstd, gamma, *, batch_dims: int = 0, res_dtype=None):
+def grad_jnp(dy, x, rstd, gamma, *, batch_dims: int = 0, res_dtype=None, zero_centered_gamma: bool = False):
     """dx (x's dtype) and res_for_gamma = x * rstd (x's dtype, or res_dtype)."""
     x32 = x.astype(F32)
     r = rstd.astype(F32)[..., None]
-    x1 = dy.astype(F32) * expand_param(gamma, x.ndim)
+    x1 = dy.astype(F32) * scale_param(gamma, x.ndim, zero_centered_gamma)
     s = jnp.sum(x1 * x32, -1, keepdims=True)
     a = (-(r * r * r) * s) * inv_h(x.shape[-1])
     dx = a * x32 + x1 * r
@@ -52,9 +52,9 @@ def grad_jnp(dy, x, rstd, gamma, *, batch_dims: int = 0, res_dtype=None):
     return dx.astype(x.dtype), res.astype(x.dtype if res_dtype is None else res_dtype)
 
 
-def backward_jnp(dy, x, rstd, gamma, *, batch_dims: int, out_dtype):
+def backward_jnp(dy, x, rstd, gamma, *, batch_dims: int, out_dtype, zero_centered_gamma: bool = False):
     """The fused backward: dx and pd_gamma [*G, H] (float32 sums, narrowed once)."""
-    dx, res = grad_jnp(dy, x, rstd, gamma, res_dtype=F32)
+    dx, res = grad_jnp(dy, x, rstd, gamma, res_dtype=F32, zero_centered_gamma=zero_centered_gamma)
     rows = tuple(range(batch_dims, x.ndim - 1))
     pd_gamma = jnp.sum(res * dy.astype(F32), rows)
     return dx, pd_gamma.astype(out_dtype)
@@ -74,7 +74,7 @@ def rstd_cotangent_jnp(ct_rstd, x, rstd):
     return c[..., None] * x.astype(F32)
 
 
-def tangent_jnp(t_x, t_gamma, x, rstd, gamma, *, batch_dims: int = 0):
+def tangent_jnp(t_x, t_gamma, x, rstd, gamma, *, batch_dims: int = 0, zero_centered_gamma: bool = False):
     """The JVP of the forward's y, written as the exact adjoint of grad_jnp /
     backward_jnp (so reverse and forward mode agree to rounding):
       B = sum(t_x * x),  t_y = gamma * (rstd * t_x + ((-(rstd^3) * B) * (1/H)) * x)
@@ -84,6 +84,6 @@ def tangent_jnp(t_x, t_gamma, x, rstd, gamma, *, batch_dims: int = 0):
     r = rstd.astype(F32)[..., None]
     b = jnp.sum(t_x.astype(F32) * x32, -1, keepdims=True)
     a = (-(r * r * r) * b) * inv_h(x.shape[-1])
-    g = expand_param(gamma, x.ndim)
+    g = scale_param(gamma, x.ndim, zero_centered_gamma)  # 1 + gamma when zero-centered
     t_y = g * (r * t_x.astype(F32) + a * x32) + (x32 * r) * expand_param(t_gamma, x.ndim)
     return t_y.astype(x.dtype)

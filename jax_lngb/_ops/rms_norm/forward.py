@@ -27,16 +27,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.interpreters import ad, batching, mlir
 
 from ..._core import native
 from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
-from ..._core.ffi_call import apply_impl, cpu_lowering
+from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..layer_norm.formulas import kernel_gamma
 from .formulas import forward_jnp
-from ..._core.validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
+from ..._core.validate import check_batch_dims, check_bool, check_choice, check_epsilon, check_kernel_dtype, check_param
 from ..primitives import (
     BACKWARDS,
     RMS_NORM_FORWARD_TARGET,
@@ -49,8 +51,9 @@ from ..primitives import (
 # --------------------------------------------------------- abstract evaluation
 
 
-def _abstract_eval(x, gamma, *, epsilon, batch_dims, backward):
+def _abstract_eval(x, gamma, *, epsilon, batch_dims, backward, zero_centered_gamma=False):
     fn = "rms_norm"
+    check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
     batch_dims = check_batch_dims(fn, batch_dims, "x", x.shape)
     check_kernel_dtype(fn, "x", x.dtype)
     check_kernel_dtype(fn, "gamma", gamma.dtype)
@@ -70,24 +73,25 @@ for _p in (rms_norm_forward_p, rms_norm_forward_local_p):
 # ------------------------------------------------------------------ lowerings
 
 
-def _forward_jnp(x, gamma, *, epsilon, batch_dims, backward):
-    return list(forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims))
+def _forward_jnp(x, gamma, *, epsilon, batch_dims, backward, zero_centered_gamma=False):
+    return list(forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma))
 
 
-def _result_avals(x, gamma, *, batch_dims, backward):
-    return (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32))
+def _cpu_call(x, gamma, *, epsilon, batch_dims, backward, zero_centered_gamma=False):
+    """gamma in float32 (1 + gamma when zero-centered, see layer_norm's formulas.kernel_gamma)."""
+    outs = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32))
+    g = kernel_gamma(gamma, zero_centered_gamma)
+    return jax.ffi.ffi_call(RMS_NORM_FORWARD_TARGET, outs)(x, g, epsilon=np.float32(epsilon))
 
 
 mlir.register_lowering(rms_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))
-mlir.register_lowering(
-    rms_norm_forward_local_p, cpu_lowering(RMS_NORM_FORWARD_TARGET, _result_avals, float32_operands=(1,)), platform="cpu"
-)
+mlir.register_lowering(rms_norm_forward_local_p, mlir.lower_fun(_cpu_call, multiple_results=True), platform="cpu")
 
 
 # -------------------------------------------------------------- partitioning
 
 
-def _layout(x, gamma, *, epsilon, batch_dims, backward):
+def _layout(x, gamma, *, epsilon, batch_dims, backward, zero_centered_gamma=False):
     """Row-wise: x and y [*G, *rows, H], rstd [*G, *rows]."""
     return RowLayout(
         group_dims=batch_dims,
@@ -103,10 +107,10 @@ register_row_partitioning(rms_norm_forward_p, rms_norm_forward_local_p, _layout,
 # ----------------------------------------------------------------------- JVP
 
 
-def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
+def _jvp(primals, tangents, *, epsilon, batch_dims, backward, **flags):
 
     x, gamma = primals
-    y, rstd = rms_norm_forward_p.bind(x, gamma, epsilon=epsilon, batch_dims=batch_dims, backward=backward)
+    y, rstd = rms_norm_forward_p.bind(x, gamma, epsilon=epsilon, batch_dims=batch_dims, backward=backward, **flags)
     t_x, t_gamma = tangents
     if all(type(t) is ad.Zero for t in tangents):
         return (y, rstd), [ad.Zero(jax.typeof(a).to_tangent_aval()) for a in (y, rstd)]
@@ -118,6 +122,7 @@ def _jvp(primals, tangents, *, epsilon, batch_dims, backward):
         gamma,
         batch_dims=batch_dims,
         backward=backward,
+        **flags,
     )
     return (y, rstd), (t_y, t_rstd)
 

@@ -31,6 +31,8 @@ from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
+from ..._core.validate import check_bool
+from ..layer_norm.formulas import kernel_gamma
 from .formulas import grad_jnp
 from .backward import check_backward_operands
 from ..primitives import (
@@ -40,7 +42,8 @@ from ..primitives import (
 )
 
 
-def _abstract_eval(dy, x, rstd, gamma, *, batch_dims):
+def _abstract_eval(dy, x, rstd, gamma, *, batch_dims, zero_centered_gamma=False):
+    check_bool("rms_norm_grad", "zero_centered_gamma", zero_centered_gamma)
     check_backward_operands("rms_norm_grad", dy, x, rstd, gamma, batch_dims)
     out = derived_aval(x, x.shape, x.dtype, range(x.ndim), inputs=(dy, rstd, gamma))
     return out, out
@@ -51,20 +54,21 @@ for _p in (rms_norm_grad_p, rms_norm_grad_local_p):
     _p.def_impl(apply_impl(_p))
 
 
-def _grad_jnp(dy, x, rstd, gamma, *, batch_dims):
-    return list(grad_jnp(dy, x, rstd, gamma, batch_dims=batch_dims))
+def _grad_jnp(dy, x, rstd, gamma, *, batch_dims, zero_centered_gamma=False):
+    return list(grad_jnp(dy, x, rstd, gamma, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma))
 
 
-def _cpu_call(dy, x, rstd, gamma, *, batch_dims):
+def _cpu_call(dy, x, rstd, gamma, *, batch_dims, zero_centered_gamma=False):
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return jax.ffi.ffi_call(RMS_NORM_GRAD_TARGET, (out, out))(dy, x, rstd, gamma.astype("float32"))
+    g = kernel_gamma(gamma, zero_centered_gamma)  # float32; 1 + gamma when zero-centered
+    return jax.ffi.ffi_call(RMS_NORM_GRAD_TARGET, (out, out))(dy, x, rstd, g)
 
 
 mlir.register_lowering(rms_norm_grad_local_p, mlir.lower_fun(_grad_jnp, multiple_results=True))
 mlir.register_lowering(rms_norm_grad_local_p, mlir.lower_fun(_cpu_call, multiple_results=True), platform="cpu")
 
 
-def _layout(dy, x, rstd, gamma, *, batch_dims):
+def _layout(dy, x, rstd, gamma, *, batch_dims, zero_centered_gamma=False):
     return RowLayout(
         group_dims=batch_dims,
         row_dims=x.ndim - 1 - batch_dims,
@@ -76,12 +80,12 @@ def _layout(dy, x, rstd, gamma, *, batch_dims):
 register_row_partitioning(rms_norm_grad_p, rms_norm_grad_local_p, _layout, reference=_grad_jnp)
 
 
-def _jvp(primals, tangents, *, batch_dims):
+def _jvp(primals, tangents, **params):
     """Primal from the kernel; tangents from the jax.numpy formulas, which JAX
     can transpose and differentiate again."""
-    outs = rms_norm_grad_p.bind(*primals, batch_dims=batch_dims)
+    outs = rms_norm_grad_p.bind(*primals, **params)
     tangents = [ad.instantiate_zeros(t) for t in tangents]
-    _, t_outs = jax.jvp(functools.partial(_grad_jnp, batch_dims=batch_dims), tuple(primals), tuple(tangents))
+    _, t_outs = jax.jvp(functools.partial(_grad_jnp, **params), tuple(primals), tuple(tangents))
     return outs, t_outs
 
 

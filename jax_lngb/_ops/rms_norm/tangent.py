@@ -34,6 +34,7 @@ from .formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
 from ..._core.validate import (
     KERNEL_DTYPES,
     check_batch_dims,
+    check_bool,
     check_choice,
     check_kernel_dtype,
     check_param,
@@ -62,7 +63,8 @@ def rms_norm_tangent_ref(t_x, t_gamma, x, rstd, gamma):
     return f(gamma) * (r * tx + t_r * x64) + x64 * r * f(t_gamma), t_r[..., 0]
 
 
-def _abstract_eval(t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward):
+def _abstract_eval(t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward, zero_centered_gamma=False):
+    check_bool("rms_norm (tangent)", "zero_centered_gamma", zero_centered_gamma)
     # The kernel primitives' checks: its transpose binds them with these
     # operands, and a bad one must fail here, while tracing.
     fn = "rms_norm (tangent)"
@@ -86,8 +88,9 @@ rms_norm_tangent_p.def_abstract_eval(_abstract_eval)
 rms_norm_tangent_p.def_impl(apply_impl(rms_norm_tangent_p))
 
 
-def _tangent_jnp(t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward):
-    return [tangent_jnp(t_x, t_gamma, x, rstd, gamma, batch_dims=batch_dims), rstd_tangent_jnp(t_x, x, rstd)]
+def _tangent_jnp(t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward, zero_centered_gamma=False):
+    t_y = tangent_jnp(t_x, t_gamma, x, rstd, gamma, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma)
+    return [t_y, rstd_tangent_jnp(t_x, x, rstd)]
 
 
 # Forward mode is a few elementwise ops and row sums: the jax.numpy formulas
@@ -109,7 +112,7 @@ def _aval(a):
     return a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
 
 
-def _transpose(cts, t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward):
+def _transpose(cts, t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward, zero_centered_gamma=False):
     """The RMSNorm backward: (dx, dgamma) from the cotangent of y (plus, when
     asked, the cotangent of the saved rstd)."""
 
@@ -126,10 +129,12 @@ def _transpose(cts, t_x, t_gamma, x, rstd, gamma, *, batch_dims, backward):
     out_dtype = np.dtype(g_aval.dtype)
     if (batch_dims > 0 and g_aval.ndim == 1) or out_dtype not in KERNEL_DTYPES:
         out_dtype = np.dtype(jnp.float32)
+    # Only a non-default flag reaches the kernel primitives' parameters.
+    zc = {"zero_centered_gamma": True} if zero_centered_gamma else {}
     if backward == "fused":
-        dx, pd_gamma = rms_norm_backward_p.bind(ct, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype)
+        dx, pd_gamma = rms_norm_backward_p.bind(ct, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype, **zc)
     else:
-        dx, res = rms_norm_grad_p.bind(ct, x, rstd, gamma, batch_dims=batch_dims)
+        dx, res = rms_norm_grad_p.bind(ct, x, rstd, gamma, batch_dims=batch_dims, **zc)
         pd_gamma, _ = layer_norm_grad_beta_p.bind(res, ct, out_dtype=out_dtype, batch_dims=batch_dims)
 
     if not no_stats:
