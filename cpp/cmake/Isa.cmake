@@ -1,6 +1,6 @@
 # Which ISA variants of the kernels to compile. Each variant is an object
 # library of the same sources with its own target flags; the runtime
-# dispatcher (kernels/cpu_features.cc) picks one, so the default build runs
+# dispatcher (kernels/base/cpu_features.cc) picks one, so the default build runs
 # on any CPU of the architecture.
 set(JAX_LNGB_X86 OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i[3-6]86)$")

@@ -4,8 +4,8 @@
 #include <array>
 #include <cstdint>
 
-#include "cpu_features.h"
-#include "partition.h"
+#include "base/cpu_features.h"
+#include "base/partition.h"
 #include "stream_read_table.h"
 
 namespace jax_lngb {

@@ -1,6 +1,6 @@
 // The probe's read loop, once per ISA; see simd.h for how this file is
 // compiled several times and cpu_features.h for how a variant is chosen.
-#include "simd.h"
+#include "base/simd.h"
 #include "stream_read_table.h"
 
 namespace jax_lngb {

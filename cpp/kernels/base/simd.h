@@ -4,7 +4,7 @@
 //   JAX_LNGB_ISA_AVX512  (-mavx512f -mavx512bw -mavx512vl ...)
 //   JAX_LNGB_ISA_AVX2    (-mavx2 -mf16c; FMA is deliberately not used)
 //   JAX_LNGB_ISA_GENERIC (baseline flags; auto-vectorised portable code)
-// defined, and the runtime dispatcher (dispatch.cc) picks one table. The
+// defined, and the runtime dispatcher (cpu_features.cc) picks one table. The
 // vector type offers exactly what the kernels need: widening loads from the
 // three storage types, add, mul, store. Products and sums are separate
 // roundings everywhere (the build passes -ffp-contract=off), so every ISA
