@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "base/executor.h"
+#include "kernels/base/executor.h"
 
 namespace jax_lngb {
 
