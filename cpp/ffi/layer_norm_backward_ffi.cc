@@ -4,7 +4,7 @@
 // pd_gamma/pd_beta are [*G, H]: one result per group, as the batching rule
 // of LayerNormGradBeta produces them (never summed over vmapped examples).
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/layer_norm.h"
 

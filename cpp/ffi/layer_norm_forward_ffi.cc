@@ -1,7 +1,7 @@
 // XLA FFI handler for the LayerNorm forward on the CPU: y, and the float32
 // mean and variance of each row that the backward reuses.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/layer_norm.h"
 
