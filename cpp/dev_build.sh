@@ -15,6 +15,9 @@ py=${PYTHON:-python3}
 cmake -S "$root/cpp" -B "$root/build/dev" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(command -v "$py")" "$@" >/dev/null
 cmake --build "$root/build/dev"
-# Every extension module the build produced (they all install into jax_lngb/).
-find "$root/build/dev" -name '*.so' -not -path '*/CMakeFiles/*' -print0 |
+# The extension modules this configuration declares (jax_lngb_python_module
+# installs each into jax_lngb/), staged under build/dev/stage: a module a
+# source move left behind in the build tree is not picked up.
+cmake --install "$root/build/dev" --prefix "$root/build/dev/stage" >/dev/null
+find "$root/build/dev/stage/jax_lngb" -name '*.so' -print0 |
   while IFS= read -r -d '' so; do ln -sf "$so" "$root/jax_lngb/$(basename "$so")"; done

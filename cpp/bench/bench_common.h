@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "dtypes.h"
+#include "kernels/base/dtypes.h"
 
 namespace jax_lngb::bench {
 

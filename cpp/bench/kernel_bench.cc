@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "grad_beta.h"
-#include "stream_read.h"
 #include "bench/bench_common.h"
+#include "bench/stream_read.h"
+#include "kernels/grad_beta.h"
 #include "tests/support.h"  // ThreadPool and random_values, as the test driver uses them
 
 namespace {

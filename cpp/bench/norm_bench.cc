@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "layer_norm.h"
-#include "rms_norm.h"
 #include "bench/bench_common.h"
+#include "kernels/layer_norm.h"
+#include "kernels/rms_norm.h"
 #include "tests/support.h"  // ThreadPool and random_values, as the test driver uses them
 
 namespace {

@@ -1,6 +1,6 @@
 # Which ISA variants of the kernels to compile. Each variant is an object
 # library of the same sources with its own target flags; the runtime
-# dispatcher (kernels/cpu_features.cc) picks one, so the default build runs
+# dispatcher (kernels/base/cpu_features.cc) picks one, so the default build runs
 # on any CPU of the architecture.
 set(JAX_LNGB_X86 OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i[3-6]86)$")
@@ -25,7 +25,7 @@ function(jax_lngb_isa_sources target name)
     string(TOUPPER ${isa} ISA_UP)
     target_compile_definitions(${name}_${isa} PRIVATE JAX_LNGB_ISA_${ISA_UP}=1)
     target_compile_options(${name}_${isa} PRIVATE ${JAX_LNGB_ISA_FLAGS_${isa}})
-    target_include_directories(${name}_${isa} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels)
+    target_include_directories(${name}_${isa} PRIVATE ${PROJECT_SOURCE_DIR})
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${name}_${isa}>)
   endforeach()
 endfunction()

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/add_norm.h"
 

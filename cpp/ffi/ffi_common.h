@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/dtypes.h"
-#include "kernels/executor.h"
+#include "kernels/base/dtypes.h"
+#include "kernels/base/executor.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_lngb::ffi_util {

@@ -6,7 +6,7 @@
 // A second target serves a LayerNorm without beta: dx and pd_gamma only,
 // and the kernel forms no sum of dy.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/layer_norm.h"
 

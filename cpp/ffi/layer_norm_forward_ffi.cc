@@ -3,7 +3,7 @@
 // beta, and without one (layer_norm(..., beta=None)), whose kernel reads no
 // bias at all.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/layer_norm.h"
 

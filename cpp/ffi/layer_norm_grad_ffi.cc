@@ -1,7 +1,7 @@
 // XLA FFI handler for CANN LayerNormGrad on the CPU: pd_x and res_for_gamma
 // in the input dtype.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/layer_norm.h"
 

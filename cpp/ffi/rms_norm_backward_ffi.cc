@@ -6,7 +6,7 @@
 // or [*G, H]). pd_gamma is [*G, H]: one result per group, never summed
 // over vmapped examples.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/rms_norm.h"
 

@@ -1,7 +1,7 @@
 // XLA FFI handler for the RMSNorm forward on the CPU: y, and the float32
 // rstd of each row that the backward reuses.
 #include "ffi/ffi_common.h"
-#include "ffi/layer_norm_layout.h"
+#include "ffi/norm_layout.h"
 #include "ffi/registry.h"
 #include "kernels/rms_norm.h"
 

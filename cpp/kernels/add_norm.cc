@@ -15,10 +15,10 @@
 #include <cmath>
 #include <vector>
 
-#include "partition.h"
+#include "base/partition.h"
 #include "reduce_rows.h"
-#include "row_segments.h"
-#include "workspace.h"
+#include "base/row_segments.h"
+#include "base/workspace.h"
 
 namespace jax_lngb {
 namespace {

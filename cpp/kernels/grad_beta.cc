@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "partition.h"
+#include "base/partition.h"
+#include "base/workspace.h"
 #include "reduce_rows.h"
-#include "workspace.h"
 
 namespace jax_lngb {
 

@@ -25,12 +25,12 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/partition.h"
+#include "base/workspace.h"
 #include "grad_beta.h"
 #include "layer_norm.h"
 #include "layer_norm_rows.h"
-#include "partition.h"
 #include "reduce_rows.h"
-#include "workspace.h"
 
 namespace jax_lngb {
 

@@ -1,10 +1,10 @@
 // LayerNorm forward driver: a fixed partition of all rows into blocks, one
 // task per block; each row is read from memory once (its later passes hit
 // the cache) and y is written once.
+#include "base/partition.h"
+#include "base/row_segments.h"
 #include "layer_norm.h"
 #include "layer_norm_rows.h"
-#include "partition.h"
-#include "row_segments.h"
 
 namespace jax_lngb {
 

@@ -1,9 +1,9 @@
 // CANN LayerNormGrad driver: like the forward, one task per block of rows;
 // dy and x are read once, pd_x and res_for_gamma written once.
+#include "base/partition.h"
+#include "base/row_segments.h"
 #include "layer_norm.h"
 #include "layer_norm_rows.h"
-#include "partition.h"
-#include "row_segments.h"
 
 namespace jax_lngb {
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "dtypes.h"
+#include "base/dtypes.h"
 
 namespace jax_lngb {
 

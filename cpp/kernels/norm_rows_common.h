@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "lanes.h"
+#include "base/lanes.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {

@@ -1,6 +1,6 @@
 #include "reduce_rows.h"
 
-#include "cpu_features.h"
+#include "base/cpu_features.h"
 #include "reduce_rows_table.h"
 
 namespace jax_lngb {

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "cpu_features.h"
-#include "dtypes.h"
+#include "base/cpu_features.h"
+#include "base/dtypes.h"
 
 namespace jax_lngb {
 

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "lanes.h"
-#include "prefetch.h"
+#include "base/lanes.h"
+#include "base/prefetch.h"
+#include "base/simd.h"
 #include "reduce_step.h"
-#include "simd.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {

@@ -13,12 +13,12 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/partition.h"
+#include "base/row_segments.h"
+#include "base/workspace.h"
 #include "layer_norm.h"  // kStreamOutputBytes
-#include "partition.h"
 #include "reduce_rows.h"
 #include "rms_norm_rows.h"
-#include "row_segments.h"
-#include "workspace.h"
 
 namespace jax_lngb {
 

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "dtypes.h"
-#include "executor.h"
+#include "base/dtypes.h"
+#include "base/executor.h"
 
 namespace jax_lngb {
 

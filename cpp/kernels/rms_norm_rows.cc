@@ -1,6 +1,6 @@
 #include "rms_norm_rows.h"
 
-#include "isa_table.h"
+#include "base/isa_table.h"
 #include "rms_norm_rows_table.h"
 
 namespace jax_lngb {

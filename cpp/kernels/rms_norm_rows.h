@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "dtypes.h"
+#include "base/dtypes.h"
 
 namespace jax_lngb {
 

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "lanes.h"
+#include "base/lanes.h"
+#include "base/prefetch.h"
 #include "norm_rows_common.h"
-#include "prefetch.h"
 #include "reduce_step.h"
 #include "rms_norm_rows.h"
 

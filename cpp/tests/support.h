@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/dtypes.h"
-#include "kernels/executor.h"
-#include "kernels/partition.h"
+#include "kernels/base/dtypes.h"
+#include "kernels/base/executor.h"
+#include "kernels/base/partition.h"
 
 namespace jax_lngb::test {
 

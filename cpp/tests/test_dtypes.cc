@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "kernels/dtypes.h"
+#include "kernels/base/dtypes.h"
 #include "support.h"
 
 namespace jax_lngb::test {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "kernels/cpu_features.h"
+#include "kernels/base/cpu_features.h"
 #include "kernels/layer_norm.h"
 #include "kernels/layer_norm_rows_table.h"
 #include "kernels/reduce_rows.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "harness.h"
-#include "kernels/executor.h"
-#include "kernels/parallel.h"
+#include "kernels/base/executor.h"
+#include "kernels/base/parallel.h"
 #include "support.h"
 
 namespace jax_lngb::test {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "harness.h"
-#include "kernels/partition.h"
+#include "kernels/base/partition.h"
 
 namespace jax_lngb::test {
 namespace {

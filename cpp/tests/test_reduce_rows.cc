@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "kernels/cpu_features.h"
+#include "kernels/base/cpu_features.h"
 #include "kernels/reduce_rows.h"
 #include "kernels/reduce_rows_table.h"
 #include "support.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "kernels/cpu_features.h"
+#include "kernels/base/cpu_features.h"
 #include "kernels/reduce_rows.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rms_norm_rows_table.h"

@@ -102,9 +102,7 @@ else()
 endif()
 
 if(JAX_LNGB_PYTHON)
-  nanobind_add_module(_ascend NB_STATIC ${_jl_ascend_dir}/ffi/ascend_module.cc)
-  target_include_directories(_ascend SYSTEM PRIVATE ${XLA_FFI_INCLUDE_DIR})
-  target_link_libraries(_ascend PRIVATE jax_lngb_ascend_npu_ffi jax_lngb_ascend_launch)
+  jax_lngb_python_module(_ascend ${_jl_ascend_dir}/ffi/ascend_module.cc XLA_FFI
+                         LINK jax_lngb_ascend_npu_ffi jax_lngb_ascend_launch)
   target_compile_definitions(_ascend PRIVATE JAX_LNGB_NPU_ARCH="${CMAKE_ASC_ARCHITECTURES}")
-  install(TARGETS _ascend LIBRARY DESTINATION jax_lngb)
 endif()

@@ -12,10 +12,14 @@ namespace nb = nanobind;
 NB_MODULE(_ascend, m) {
   m.doc() = "jax_lngb Ascend NPU kernels (XLA FFI handler, CANN launcher)";
   // The NPU architecture the kernels were compiled for (CMAKE_ASC_ARCHITECTURES).
-  m.def("npu_arch", [] { return JAX_LNGB_NPU_ARCH; });
-  m.def("registrations", [] {
-    nb::dict d;
-    d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
-    return d;
-  });
+  m.def("npu_arch", [] { return JAX_LNGB_NPU_ARCH; }, "The NPU architecture the kernels were compiled for.");
+  m.def(
+      "registrations",
+      [] {
+        nb::dict d;
+        d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
+        return d;
+      },
+      "FFI target name -> handler capsule, for jax.ffi.register_ffi_target on the Ascend platform.");
+  m.attr("ffi_api_version") = nb::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
 }

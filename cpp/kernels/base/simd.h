@@ -4,7 +4,7 @@
 //   JAX_LNGB_ISA_AVX512  (-mavx512f -mavx512bw -mavx512vl ...)
 //   JAX_LNGB_ISA_AVX2    (-mavx2 -mf16c; FMA is deliberately not used)
 //   JAX_LNGB_ISA_GENERIC (baseline flags; auto-vectorised portable code)
-// defined, and the runtime dispatcher (dispatch.cc) picks one table. The
+// defined, and the runtime dispatcher (cpu_features.cc) picks one table. The
 // vector type offers exactly what the kernels need: widening loads from the
 // three storage types, add, mul, store. Products and sums are separate
 // roundings everywhere (the build passes -ffp-contract=off), so every ISA
@@ -21,8 +21,12 @@
 
 namespace jax_lngb {
 
+// Each VecF lives in its variant's namespace (JAX_LNGB_ISA_NS): the three
+// definitions differ, and under one name the linker would keep one
+// out-of-line copy (at -O0, say) and run it in every variant.
 #if defined(JAX_LNGB_ISA_AVX512)
 #define JAX_LNGB_ISA_NS avx512
+namespace JAX_LNGB_ISA_NS {
 struct VecF {
   static constexpr int kWidth = 16;
   __m512 v;
@@ -43,6 +47,7 @@ struct VecF {
 
 #elif defined(JAX_LNGB_ISA_AVX2)
 #define JAX_LNGB_ISA_NS avx2
+namespace JAX_LNGB_ISA_NS {
 struct VecF {
   static constexpr int kWidth = 8;
   __m256 v;
@@ -63,6 +68,7 @@ struct VecF {
 
 #elif defined(JAX_LNGB_ISA_GENERIC)
 #define JAX_LNGB_ISA_NS generic
+namespace JAX_LNGB_ISA_NS {
 // Eight lanes held in an array: the compiler maps these loops onto the
 // baseline vector unit (SSE2 on x86-64, NEON on aarch64).
 struct VecF {
@@ -98,5 +104,6 @@ struct VecF {
 #else
 #error "define one of JAX_LNGB_ISA_AVX512, JAX_LNGB_ISA_AVX2, JAX_LNGB_ISA_GENERIC"
 #endif
+}  // namespace JAX_LNGB_ISA_NS
 
 }  // namespace jax_lngb

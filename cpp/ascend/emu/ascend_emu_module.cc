@@ -126,4 +126,5 @@ NB_MODULE(_ascend_emu, m) {
       nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"),
       nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"),
       nb::arg("npu_arch"));
+  m.attr("ffi_api_version") = nb::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
 }

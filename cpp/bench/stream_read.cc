@@ -1,12 +1,12 @@
-#include "stream_read.h"
+#include "bench/stream_read.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-#include "cpu_features.h"
-#include "partition.h"
-#include "stream_read_table.h"
+#include "bench/stream_read_table.h"
+#include "kernels/base/cpu_features.h"
+#include "kernels/base/partition.h"
 
 namespace jax_lngb {
 

@@ -1,10 +1,10 @@
 // XLA FFI handler of the benchmark's streaming-read probe
-// (kernels/stream_read.h): any number of operands of any byte-sized dtype,
+// (bench/stream_read.h): any number of operands of any byte-sized dtype,
 // read once on XLA's intra-op pool; the result is their wrapping 64-bit word
 // sum as uint32[2] (low word first), so it needs no 64-bit mode in JAX.
+#include "bench/stream_read.h"
 #include "ffi/ffi_common.h"
 #include "ffi/registry.h"
-#include "kernels/stream_read.h"
 
 #include <vector>
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "executor.h"
+#include "kernels/base/executor.h"
 
 namespace jax_lngb {
 

@@ -1,5 +1,5 @@
-// Buffer-layout checks shared by the LayerNorm FFI handlers (forward,
-// LayerNormGrad, fused backward).
+// Buffer-layout checks shared by the LayerNorm and RMSNorm FFI handlers
+// (forward, LayerNormGrad, fused backwards).
 //
 // Row operands are [*G, *rows, H]; per-row statistics are [*G, *rows]; a
 // parameter (gamma, beta) is either [H], shared by every row, or [*G, H],

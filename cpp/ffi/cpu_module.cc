@@ -4,7 +4,7 @@
 #include <nanobind/stl/string.h>
 
 #include "ffi/registry.h"
-#include "kernels/cpu_features.h"
+#include "kernels/base/cpu_features.h"
 
 namespace nb = nanobind;
 
