@@ -1,4 +1,8 @@
-"""The Ascend NPU lowering of LayerNormGradBeta.
+"""The Ascend NPU lowerings of LayerNormGradBeta and of LayerNorm's forward,
+LayerNormGrad and fused backward (the LayerNorm section below says how
+those lower and when they keep the jax.numpy formulas: bfloat16, vmapped
+problems with per-example parameters, symbolic or empty shapes, rows that
+do not fit the unified buffer).
 
 It is registered on ``layer_norm_grad_beta_local_p``, the per-device kernel
 primitive that ``layer_norm_grad_beta_p`` lowers to (see
