@@ -22,7 +22,8 @@ if(JAX_LNGB_PYTHON)
   # The NPU FFI handler needs only the XLA FFI headers, so it is compiled in
   # every build (a broken handler fails here, not first on an NPU host); it
   # is linked into `_ascend` only when CANN is present.
-  add_library(jax_lngb_ascend_npu_ffi OBJECT ${_jl_ascend_dir}/ffi/grad_beta_ascend_ffi.cc)
+  add_library(jax_lngb_ascend_npu_ffi OBJECT ${_jl_ascend_dir}/ffi/grad_beta_ascend_ffi.cc
+    ${_jl_ascend_dir}/ffi/layer_norm_ascend_ffi.cc)
   target_include_directories(jax_lngb_ascend_npu_ffi SYSTEM PUBLIC ${XLA_FFI_INCLUDE_DIR})
   target_include_directories(jax_lngb_ascend_npu_ffi PUBLIC ${PROJECT_SOURCE_DIR})
 endif()
