@@ -12,6 +12,11 @@
 namespace nb = nanobind;
 using namespace jax_lngb::tiling;
 
+namespace jax_lngb::tiling {
+// layer_norm_kernel_plan_module.cc: the plans of the Ascend LayerNorm kernels.
+void bind_layer_norm_kernel_plans(nanobind::module_& m);
+}  // namespace jax_lngb::tiling
+
 namespace {
 
 nb::bytes to_bytes(const std::vector<uint8_t>& v) {
@@ -124,4 +129,6 @@ NB_MODULE(_tiling, m) {
 
   m.attr("KERNEL_TILING_WORDS") = jax_lngb_ascend::kGradBetaTilingWords;
   m.attr("MAX_GROUPS") = jax_lngb_ascend::kMaxGroups;
+
+  bind_layer_norm_kernel_plans(m);
 }

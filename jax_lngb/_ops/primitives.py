@@ -42,8 +42,16 @@ ADD_NORM_KINDS = ("layer", "rms")
 
 # FFI targets of the AscendC kernels (cpp/ascend/ffi/), lowered by jax_lngb.ascend.
 ASCEND_LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
+ASCEND_LAYER_NORM_FORWARD_TARGET = "jax_lngb_ascend_layer_norm_forward"
+ASCEND_LAYER_NORM_GRAD_TARGET = "jax_lngb_ascend_layer_norm_grad"
+ASCEND_LAYER_NORM_BACKWARD_TARGET = "jax_lngb_ascend_layer_norm_backward"
 # Every Ascend target, for jax_lngb.export.
-ASCEND_TARGETS = (ASCEND_LAYER_NORM_GRAD_BETA_TARGET,)
+ASCEND_TARGETS = (
+    ASCEND_LAYER_NORM_GRAD_BETA_TARGET,
+    ASCEND_LAYER_NORM_FORWARD_TARGET,
+    ASCEND_LAYER_NORM_GRAD_TARGET,
+    ASCEND_LAYER_NORM_BACKWARD_TARGET,
+)
 
 
 def _primitive(name: str) -> Primitive:

@@ -1,4 +1,8 @@
-"""The Ascend NPU lowering of LayerNormGradBeta.
+"""The Ascend NPU lowerings of LayerNormGradBeta and of LayerNorm's forward,
+LayerNormGrad and fused backward (the LayerNorm section below says how
+those lower and when they keep the jax.numpy formulas: bfloat16, vmapped
+problems with per-example parameters, symbolic or empty shapes, rows that
+do not fit the unified buffer).
 
 It is registered on ``layer_norm_grad_beta_local_p``, the per-device kernel
 primitive that ``layer_norm_grad_beta_p`` lowers to (see
@@ -74,9 +78,19 @@ import numpy as np
 from jax._src import xla_bridge
 from jax.interpreters import mlir
 
-from . import tiling
+from . import layer_norm_kernels, tiling
 from .._ops.grad_beta import _grad_beta_jnp
-from .._ops.primitives import ASCEND_LAYER_NORM_GRAD_BETA_TARGET, layer_norm_grad_beta_local_p
+from .._ops.layer_norm.formulas import backward_jnp, forward_jnp, grad_jnp
+from .._ops.primitives import (
+    ASCEND_LAYER_NORM_BACKWARD_TARGET,
+    ASCEND_LAYER_NORM_FORWARD_TARGET,
+    ASCEND_LAYER_NORM_GRAD_BETA_TARGET,
+    ASCEND_LAYER_NORM_GRAD_TARGET,
+    layer_norm_backward_local_p,
+    layer_norm_forward_local_p,
+    layer_norm_grad_beta_local_p,
+    layer_norm_grad_local_p,
+)
 
 __all__ = [
     "ARCH_ENV",
@@ -238,6 +252,165 @@ def _ascend_rule(res, dy, *, out_dtype, batch_dims):
 _lowering = mlir.lower_fun(_ascend_rule, multiple_results=True)
 
 
+# ------------------------------------------------------------------ LayerNorm
+#
+# layer_norm_forward_local_p, layer_norm_grad_local_p and
+# layer_norm_backward_local_p lower to the AscendC kernels of
+# cpp/ascend/layer_norm_kernels.asc (CANN's LayerNorm, LayerNormGrad, and
+# LayerNormGrad feeding LayerNormGradBeta), planned at trace time by
+# jax_lngb.ascend.layer_norm_kernels for the architecture of npu_arch():
+#
+# * x (and dy) keep their dtype, float32 or float16; H is zero padded to
+#   whole 32-byte blocks (the kernels neutralize the padded columns) and
+#   sliced back; gamma and beta go in as float32;
+# * the per-row statistics cross in the kernels' per-tile layout
+#   (ceil8(tile_rows) float32 values per tile), converted here with pads,
+#   reshapes and slices, never a reduction;
+# * the kernels compute in float32 and round once: the same contract as the
+#   CPU kernels (float32 mean and variance, pd_gamma / pd_beta as float32
+#   sums per fixed group of rows, added in group order, narrowed once).
+#
+# The jax.numpy formulas stay the lowering for bfloat16 (CANN's APIs take
+# half and float only), for vmapped problems with per-example parameters
+# (batch_dims > 0; with shared parameters vmap folds the mapped axis into
+# the rows and the kernels run), for symbolic or empty shapes, and where
+# one row does not fit the unified buffer (LayerNormGrad keeps eight rows of
+# float32 temporaries: on dav-2201, H above about 1100).
+
+
+def _layer_norm_plan(kind, shape, dtype, epsilon, out_dtype=None):
+    """(storage H, plan) for a LayerNorm kernel on inputs of ``shape``, or
+    None when the jax.numpy formulas apply (see above)."""
+    dt = np.dtype(dtype)
+    if dt not in _KERNEL_DTYPES or (out_dtype is not None and np.dtype(out_dtype) not in _KERNEL_DTYPES):
+        return None
+    if not shape or not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None
+    h = int(shape[-1])
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if rows < 1 or h < 1:
+        return None
+    dtypes = (dt,) if out_dtype is None else (dt, np.dtype(out_dtype))
+    hp = layer_norm_kernels.storage_h(h, *dtypes)
+    if rows * hp > _U32_MAX:
+        return None  # beyond CANN's uint32 tiling fields
+    arch = npu_arch()
+    defaults = tiling.npu_arch_defaults(arch)
+    knobs = dict(
+        original_h=h,
+        dtype=dt,
+        epsilon=float(epsilon),
+        npu_arch=arch,
+        ub_bytes=_env_int(UB_BYTES_ENV, defaults.ub_bytes),
+        num_cores=_env_int(NUM_CORES_ENV, defaults.num_cores),
+    )
+    try:
+        if kind == "forward":
+            plan = layer_norm_kernels.plan_forward(rows, hp, **knobs)
+        else:
+            plan = layer_norm_kernels.plan_backward(
+                rows, hp, fused=kind == "backward", out_dtype=out_dtype, **knobs
+            )
+    except ValueError as e:
+        if "cannot hold one row" in str(e):
+            return None  # the APIs never split H
+        raise
+    return hp, plan
+
+
+def _pad_h(a, hp):
+    h = a.shape[-1]
+    return a if hp == h else jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, hp - h)])
+
+
+def _tile_attrs(plan):
+    return dict(
+        block_dim=np.uint32(plan.block_dim),
+        rows=np.uint32(plan.rows),
+        h_length=np.uint32(plan.h_length),
+        original_h_length=np.uint32(plan.original_h_length),
+        tile_rows=np.uint32(plan.tile_rows),
+        num_tiles=np.uint32(plan.num_tiles),
+        stat_stride=np.uint32(plan.stat_stride),
+    )
+
+
+def _layer_norm_forward_rule(x, gamma, beta, *, epsilon, batch_dims, backward):
+    planned = None if batch_dims else _layer_norm_plan("forward", x.shape, x.dtype, epsilon)
+    if planned is None:
+        return list(forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims))
+    hp, plan = planned
+    h = x.shape[-1]
+    stats = jax.ShapeDtypeStruct((plan.stat_elems,), jnp.float32)
+    y, mean, variance = jax.ffi.ffi_call(
+        ASCEND_LAYER_NORM_FORWARD_TARGET,
+        (jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype), stats, stats),
+    )(
+        _pad_h(x, hp),
+        _pad_h(gamma.astype(jnp.float32), hp),
+        _pad_h(beta.astype(jnp.float32), hp),
+        jnp.asarray(plan.to_array()),
+        **_tile_attrs(plan),
+    )
+    unstat = lambda v: layer_norm_kernels.stats_from_tiles(v, plan, jnp).reshape(x.shape[:-1])  # noqa: E731
+    return [y[..., :h], unstat(mean), unstat(variance)]
+
+
+def _backward_operands(dy, x, variance, mean, gamma, hp, plan):
+    tiles = lambda v: layer_norm_kernels.stats_to_tiles(v, plan, jnp)  # noqa: E731
+    return (
+        _pad_h(dy, hp),
+        _pad_h(x, hp),
+        tiles(mean),
+        tiles(variance),
+        _pad_h(gamma.astype(jnp.float32), hp),
+        jnp.asarray(plan.to_array()),
+    )
+
+
+def _layer_norm_grad_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+    planned = None if batch_dims else _layer_norm_plan("grad", x.shape, x.dtype, epsilon)
+    if planned is None:
+        return list(grad_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims))
+    hp, plan = planned
+    h = x.shape[-1]
+    out = jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype)
+    pd_x, res = jax.ffi.ffi_call(ASCEND_LAYER_NORM_GRAD_TARGET, (out, out))(
+        *_backward_operands(dy, x, variance, mean, gamma, hp, plan), **_tile_attrs(plan)
+    )
+    return [pd_x[..., :h], res[..., :h]]
+
+
+def _layer_norm_backward_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype):
+    planned = None if batch_dims else _layer_norm_plan("backward", x.shape, x.dtype, epsilon, out_dtype)
+    if planned is None:
+        return list(
+            backward_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype)
+        )
+    hp, plan = planned
+    h = x.shape[-1]
+    param = jax.ShapeDtypeStruct((hp,), out_dtype)
+    workspace = jax.ShapeDtypeStruct((plan.workspace_bytes // 4,), jnp.float32)
+    dx, pd_gamma, pd_beta, _ = jax.ffi.ffi_call(
+        ASCEND_LAYER_NORM_BACKWARD_TARGET,
+        (jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype), param, param, workspace),
+    )(
+        *_backward_operands(dy, x, variance, mean, gamma, hp, plan),
+        **_tile_attrs(plan),
+        combine_block_dim=np.uint32(plan.combine_block_dim),
+        combine_cols_per_core=np.uint32(plan.combine_cols_per_core),
+        num_groups=np.uint32(plan.num_groups),
+    )
+    return [dx[..., :h], pd_gamma[:h], pd_beta[:h]]
+
+
+_LAYER_NORM_LOWERINGS = (
+    (layer_norm_forward_local_p, mlir.lower_fun(_layer_norm_forward_rule, multiple_results=True)),
+    (layer_norm_grad_local_p, mlir.lower_fun(_layer_norm_grad_rule, multiple_results=True)),
+    (layer_norm_backward_local_p, mlir.lower_fun(_layer_norm_backward_rule, multiple_results=True)),
+)
+
+
 def register(platform: str | None = None) -> tuple[str, ...]:
     """Registers the Ascend lowering (and the FFI handler, when built) for
     ``platform``, or for every name of :func:`platform_names` that JAX
@@ -249,6 +422,8 @@ def register(platform: str | None = None) -> tuple[str, ...]:
             if name in _registered or not xla_bridge.is_known_platform(name):
                 continue
             mlir.register_lowering(layer_norm_grad_beta_local_p, _lowering, platform=name)
+            for prim, rule in _LAYER_NORM_LOWERINGS:
+                mlir.register_lowering(prim, rule, platform=name)
             if _ascend is not None:
                 for target, capsule in _ascend.registrations().items():
                     jax.ffi.register_ffi_target(target, capsule, platform=name)

@@ -13,6 +13,8 @@ extern "C" XLA_FFI_Error* JaxLngbGradBetaAscendEmu(XLA_FFI_CallFrame* call_frame
 namespace jax_lngb::emu {
 // emu/emu_norm_module.cc: run_norm_api, the LayerNorm / LayerNormGrad / RmsNorm probes.
 void bind_norm_apis(nanobind::module_& m);
+// emu/emu_layer_norm_module.cc: the LayerNorm kernels and their FFI handlers.
+void bind_layer_norm_kernels(nanobind::module_& m);
 }  // namespace jax_lngb::emu
 
 namespace nb = nanobind;
@@ -92,6 +94,7 @@ NB_MODULE(_ascend_emu, m) {
       nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
 
   bind_norm_apis(m);
+  bind_layer_norm_kernels(m);
 
   m.def(
       "run_selftest",

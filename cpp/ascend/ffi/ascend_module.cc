@@ -6,6 +6,9 @@
 #include "xla/ffi/api/c_api.h"
 
 extern "C" XLA_FFI_Error* JaxLngbGradBetaAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbLayerNormForwardAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbLayerNormGradAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbLayerNormBackwardAscend(XLA_FFI_CallFrame* call_frame);
 
 namespace nb = nanobind;
 
@@ -18,6 +21,9 @@ NB_MODULE(_ascend, m) {
       [] {
         nb::dict d;
         d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
+        d["jax_lngb_ascend_layer_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscend));
+        d["jax_lngb_ascend_layer_norm_grad"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormGradAscend));
+        d["jax_lngb_ascend_layer_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscend));
         return d;
       },
       "FFI target name -> handler capsule, for jax.ffi.register_ffi_target on the Ascend platform.");

@@ -23,7 +23,9 @@
 # cann_stubs/stub_fun.h (written for this repository; CANN's headers are
 # never copied here).
 #
-# It also compiles emu/norm_api_kernels.asc, the probes that call
+# It also compiles layer_norm_kernels.asc (the LayerNorm forward,
+# LayerNormGrad and fused backward kernels, which include
+# grad_beta_kernel.asc for their combine kernel), and emu/norm_api_kernels.asc, the probes that call
 # LayerNorm, LayerNormGrad and RmsNorm as the emulation declares them: that
 # they compile against CANN's real headers shows the emulated signatures
 # (template parameters, const-ness, overloads) are CANN's.
@@ -160,6 +162,27 @@ for arch in 2201 3510 2002; do
   fi
 done
 
+# The LayerNorm kernels: forward (LayerNorm), LayerNormGrad alone, and the
+# fused backward (LayerNormGrad -> LayerNormGradBeta), each per architecture.
+ln_kernel="$repo_cpp/ascend/layer_norm_kernels.asc"
+for arch in 2201 3510 2002; do
+  log="$work/ln-dav-$arch.log"
+  rc=0
+  compile "$arch" "$ln_kernel" "$log" -H -Wall -Wextra -Wno-unused-parameter || rc=$?
+  errors=$(grep -c ': error:' "$log" || true)
+  ours=$({ grep -E "^$repo_cpp/[^:]+:[0-9]+:[0-9]+: warning:" "$log" || true; } | wc -l)
+  impl=$({ grep -oE '(layernorm|layernormgrad|layernormgradbeta)_(common|3510)_impl\.h' "$log" || true; } | sort -u | tr '\n' ' ')
+  expect="layernorm_common_impl.h layernormgrad_common_impl.h layernormgradbeta_common_impl.h "
+  [ "$arch" = 3510 ] && expect="layernorm_3510_impl.h layernormgrad_3510_impl.h layernormgradbeta_3510_impl.h "
+  if [ "$rc" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$impl" = "$expect" ]; then
+    echo "dav-$arch: layer_norm_kernels.asc: 0 errors, $ours warnings in our sources; from $impl"
+  else
+    status=1
+    echo "dav-$arch: layer_norm_kernels.asc: FAILED (compiler status $rc, $errors errors; implementations '${impl}', expected '$expect')"
+    { grep -E ': (error|fatal error):' "$log" || true; } | head -20
+  fi
+done
+
 # Deliberate mistakes: sed expression, architecture, the call that must be
 # rejected, what it is, the source (default: the kernel), and the compiler's
 # words for the rejection (default: no matching function for the call).
@@ -170,6 +193,9 @@ mistakes=(
   "s/LayerNorm<T, kReuse>(y, mean, varArg, xArg, gammaArg, beta, tmp, eps, api)/LayerNorm<T, kReuse>(y, mean, varArg, xArg, gammaArg, beta, eps, tmp, api)/|2201|LayerNorm|epsilon and sharedTmpBuffer swapped|$norm_kernel"
   "s/gammaArg, tmp, eps, api)/gammaArg, tmpBuf.template Get<uint8_t>(), eps, api)/|2002|LayerNormGrad|a temporary as LayerNormGrad's non-const sharedTmpBuffer|$norm_kernel|cannot bind non-const lvalue reference of type"
   "s/RmsNorm<T, kBasicBlock>(y, xArg, gammaArg, tmp, eps, api)/RmsNorm<T, kBasicBlock>(y, xArg, gammaArg, tmp, eps, hd)/|3510|RmsNorm|the probe header as RmsNormTiling|$norm_kernel"
+  "s/LayerNorm<float, false>(yf, mean, variance, xf, gamma, beta, tmp, eps_, call)/LayerNorm<float, false>(yf, mean, variance, xf, gamma, beta, tmp, eps_, t_)/|2201|LayerNorm|the kernel tiling as LayerNormTiling (forward kernel)|$ln_kernel"
+  "s/LayerNormGrad<float, true>(pdxf, res, dyL, xf, variance, meanIn, gamma, tmp, eps_, call)/LayerNormGrad<float, true>(pdxf, res, dyL, xf, variance, meanIn, gamma, eps_, tmp, call)/|2002|LayerNormGrad|epsilon and sharedTmpBuffer swapped (backward kernels)|$ln_kernel"
+  "s/LayerNormGradBeta<float, true>(pdGamma, pdBeta, res, dyB, tmp, last ? gbLast_ : gbTile_)/LayerNormGradBeta<float, true>(pdGamma, pdBeta, res, dyB, tmp, last ? lngLast_ : lngTile_)/|3510|LayerNormGradBeta|LayerNormGrad's tiling given to LayerNormGradBeta (fused backward)|$ln_kernel"
 )
 rejected=0
 for m in "${mistakes[@]}"; do
@@ -200,7 +226,7 @@ for m in "${mistakes[@]}"; do
 done
 
 if [ "$status" -eq 0 ]; then
-  echo "OK: grad_beta_kernel.asc and emu/norm_api_kernels.asc type-check against CANN's AscendC headers for" \
+  echo "OK: grad_beta_kernel.asc, layer_norm_kernels.asc and emu/norm_api_kernels.asc type-check against CANN's AscendC headers for" \
     "dav-2201 dav-3510 dav-2002; $rejected of ${#mistakes[@]} deliberate mistakes rejected"
 fi
 exit "$status"
