@@ -6,6 +6,8 @@
 #include "xla/ffi/api/c_api.h"
 
 extern "C" XLA_FFI_Error* JaxLngbGradBetaAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbRmsNormForwardAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbRmsNormBackwardAscend(XLA_FFI_CallFrame* call_frame);
 
 namespace nb = nanobind;
 
@@ -16,6 +18,8 @@ NB_MODULE(_ascend, m) {
   m.def("registrations", [] {
     nb::dict d;
     d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
+    d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscend));
+    d["jax_lngb_ascend_rms_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscend));
     return d;
   });
 }
