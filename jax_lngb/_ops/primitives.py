@@ -32,8 +32,14 @@ RMS_NORM_BACKWARD_TARGET = "jax_lngb_rms_norm_backward"
 
 # FFI targets of the AscendC kernels (cpp/ascend/ffi/), lowered by jax_lngb.ascend.
 ASCEND_LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
+ASCEND_RMS_NORM_FORWARD_TARGET = "jax_lngb_ascend_rms_norm_forward"
+ASCEND_RMS_NORM_BACKWARD_TARGET = "jax_lngb_ascend_rms_norm_backward"
 # Every Ascend target, for jax_lngb.export.
-ASCEND_TARGETS = (ASCEND_LAYER_NORM_GRAD_BETA_TARGET,)
+ASCEND_TARGETS = (
+    ASCEND_LAYER_NORM_GRAD_BETA_TARGET,
+    ASCEND_RMS_NORM_FORWARD_TARGET,
+    ASCEND_RMS_NORM_BACKWARD_TARGET,
+)
 
 
 def _primitive(name: str) -> Primitive:
