@@ -75,7 +75,9 @@ def test_targets_are_the_registered_handlers():
     assert TARGET in targets and list(targets) == sorted(targets)
     # every platform's: the Ascend kernel too, though this machine has no NPU
     assert jax_lngb.ascend.FFI_TARGET in targets
-    assert set(targets) == {*jax_lngb._core.native.register_cpu_targets(), jax_lngb.ascend.FFI_TARGET}
+    ascend_targets = set(jax_lngb._ops.primitives.ASCEND_TARGETS)
+    assert {"jax_lngb_ascend_rms_norm_forward", "jax_lngb_ascend_rms_norm_backward"} <= ascend_targets
+    assert set(targets) == {*jax_lngb._core.native.register_cpu_targets(), *ascend_targets}
     checks = jax_lngb.export.disabled_safety_checks()
     assert len(checks) == len(targets)
     assert all(isinstance(c, jax_export.DisabledSafetyCheck) for c in checks)

@@ -70,7 +70,7 @@ std::pair<uint64_t, uint64_t> fit_tile(uint64_t rows, uint64_t ub, Footprint&& f
 
 uint64_t sum_tmp_bytes_f32(uint64_t n) { return align8(ceil_div(n, 64)) * 4; }
 
-uint64_t rms_norm_forward_ub_bytes(uint64_t r, uint64_t h, uint64_t h0, uint64_t ts, uint64_t bn) {
+uint64_t rms_norm_forward_ub_bytes(uint64_t r, uint64_t h, uint64_t /*original_h*/, uint64_t ts, uint64_t bn) {
   // One term per InitBuffer of RmsNormForward::Init, in its order.
   const uint64_t stride = align8(r);
   uint64_t total = 2 * bn * align32(r * h * ts);        // x in, y out
@@ -78,12 +78,12 @@ uint64_t rms_norm_forward_ub_bytes(uint64_t r, uint64_t h, uint64_t h0, uint64_t
   total += align32(h * 4);                              // gamma (float32)
   if (ts == 2) total += 2 * align32(r * h * 4);         // fp32 copies of x and y
   total += align32(rms_tmp_bytes(r, h));                // RmsNorm's sharedTmpBuffer
-  total += align32(sum_tmp_bytes_f32(h0));              // Sum's
+  total += align32(sum_tmp_bytes_f32(h));               // Sum's (over the storage H)
   total += 2 * align32(stride * 4);                     // row sums, ones
   return total;
 }
 
-uint64_t rms_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t h0, uint64_t ts, uint64_t bn) {
+uint64_t rms_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t /*original_h*/, uint64_t ts, uint64_t bn) {
   // One term per InitBuffer of RmsNormBackwardPartials::Init, in its order.
   const uint64_t stride = align8(r);
   uint64_t total = 3 * bn * align32(r * h * ts);        // x, dy in; dx out
@@ -92,7 +92,7 @@ uint64_t rms_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t h0, uint64_
   if (ts == 2) total += 3 * align32(r * h * 4);         // fp32 copies of x, dy, dx
   total += align32(r * h * 4);                          // x1, then res_for_gamma
   total += align32(grad_beta_tmp_bytes(h));             // LayerNormGradBeta's sharedTmpBuffer
-  total += align32(sum_tmp_bytes_f32(h0));              // Sum's
+  total += align32(sum_tmp_bytes_f32(h));               // Sum's (over the storage H)
   total += 2 * align32(stride * 4);                     // s, a
   total += 2 * align32(h * 4);                          // one call's pd_gamma, pd_beta
   total += bn * align32(2 * h * 4);                     // group accumulators (out queue)
@@ -136,7 +136,7 @@ RmsNormForwardKernelPlan plan_rms_norm_forward_kernel(const RmsNormPlanRequest& 
   t.epsilon_bits = f32_bits(static_cast<float>(q.epsilon));
   t.reciprocal_h_bits = f32_bits(1.0f / static_cast<float>(h0));  // formulas.inv_h
   t.rms_tmp_bytes = uint32_t(rms_tmp_bytes(tile_rows, h));
-  t.sum_tmp_bytes = uint32_t(sum_tmp_bytes_f32(h0));
+  t.sum_tmp_bytes = uint32_t(sum_tmp_bytes_f32(h));
   // RmsNorm runs on fp32 tiles (half is cast first): type size 4.
   const int64_t hh = int64_t(h), oh = int64_t(h0);
   p.api_tile = rms_norm_tiling_info({1, int64_t(tile_rows), hh}, {1, int64_t(tile_rows), oh}, t.rms_tmp_bytes, 4);
@@ -210,7 +210,7 @@ RmsNormBackwardKernelPlan plan_rms_norm_backward_kernel(const RmsNormPlanRequest
   t.original_h_length = uint32_t(h0);
   t.rstd_stride = uint32_t(align8(tile_rows));
   t.reciprocal_h_bits = f32_bits(1.0f / static_cast<float>(h0));
-  t.sum_tmp_bytes = uint32_t(sum_tmp_bytes_f32(h0));
+  t.sum_tmp_bytes = uint32_t(sum_tmp_bytes_f32(h));
 
   p.block_dim = uint32_t(std::min<uint64_t>(uint64_t(q.num_cores), gb.num_groups));
   p.combine_block_dim = combine.combine_block_dim;

@@ -31,7 +31,7 @@ struct RmsNormForwardKernelTiling {
   uint32_t epsilon_bits;       // float epsilon
   uint32_t reciprocal_h_bits;  // float 1 / original_h_length (CANN's reciprocalOfHLength)
   uint32_t rms_tmp_bytes;      // sharedTmpBuffer of RmsNorm: one call in one chunk
-  uint32_t sum_tmp_bytes;      // sharedTmpBuffer of Sum (GetSumMaxMinTmpSize for original H, float)
+  uint32_t sum_tmp_bytes;      // sharedTmpBuffer of Sum (GetSumMaxMinTmpSize for the storage H, float)
   uint32_t reserved[4];
   uint32_t api_tile[12];       // CANN RmsNormTiling for a full tile {1, tile_rows, H} / {1, tile_rows, H0}
   uint32_t api_last[12];       // ... and for the last tile

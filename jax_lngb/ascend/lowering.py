@@ -267,7 +267,8 @@ _lowering = mlir.lower_fun(_ascend_rule, multiple_results=True)
 # [num_tiles, rstd_stride] floats (one 32-byte aligned slot per tile); the
 # lowering lays it out and slices it back. float32 and float16 run on the
 # kernels; bfloat16 (no AscendC RmsNorm on the products above takes it),
-# vmapped parameters (batch_dims > 0: gamma per problem), symbolic or empty
+# batch_dims > 0 (gamma per problem, or a gradient taken inside vmap: one
+# pd_gamma per example), symbolic or empty
 # shapes, H = 1 (CANN's RmsNorm reduction needs two columns) and rows too
 # wide for the unified buffer keep the jax.numpy formulas (the backward's
 # pd_gamma then still goes through LayerNormGradBeta's lowering). A vmap
