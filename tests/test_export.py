@@ -78,6 +78,7 @@ def test_targets_are_the_registered_handlers():
     from jax_lngb._ops.primitives import ASCEND_TARGETS
 
     assert "jax_lngb_ascend_layer_norm_forward" in ASCEND_TARGETS
+    assert {"jax_lngb_ascend_rms_norm_forward", "jax_lngb_ascend_rms_norm_backward"} <= set(ASCEND_TARGETS)
     assert set(targets) == {*jax_lngb._core.native.register_cpu_targets(), *ASCEND_TARGETS}
     checks = jax_lngb.export.disabled_safety_checks()
     assert len(checks) == len(targets)

@@ -38,7 +38,7 @@ PUBLIC = {
     ],
     "jax_lngb.ascend": [
         "ARCH_ENV", "DEFAULT_NUM_CORES", "DEFAULT_PLATFORMS", "DEFAULT_UB_BYTES", "FFI_TARGET", "NUM_CORES_ENV",
-        "PLATFORM_ENV", "UB_BYTES_ENV", "handler_available", "npu_arch", "plan_for", "platform_names", "register",
+        "PLATFORM_ENV", "UB_BYTES_ENV", "handler_available", "npu_arch", "plan_for", "plan_rms_norm", "platform_names", "register",
         "register_platform", "registered_platforms",
     ],
     "jax_lngb.ascend_emu": ["KernelFault", "layer_norm_grad_beta", "run", "run_kernel", "pad_h"],

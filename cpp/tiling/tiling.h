@@ -17,5 +17,6 @@
 #include "tiling/layer_norm_grad_beta_tiling.h"
 #include "tiling/layer_norm_grad_tiling.h"
 #include "tiling/layer_norm_tiling.h"
+#include "tiling/rms_norm_kernel_plan.h"
 #include "tiling/rms_norm_tiling.h"
 #include "tiling/tiling_common.h"

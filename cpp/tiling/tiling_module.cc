@@ -127,6 +127,56 @@ NB_MODULE(_tiling, m) {
   });
   m.attr("MAX_ROWS_PER_CALL_3510") = kMaxRowsPerCall3510;
 
+  // The RMSNorm kernels' plans (rms_norm_kernel_plan.h).
+  m.def(
+      "plan_rms_norm_kernel",
+      [](bool backward, int64_t rows, int64_t h, int64_t original_h, int64_t in_ts, int64_t out_ts, double epsilon,
+         int64_t ub_bytes, int64_t num_cores, const std::string& arch) {
+        RmsNormPlanRequest q;
+        q.rows = rows;
+        q.h = h;
+        q.original_h = original_h;
+        q.in_type_size = in_ts;
+        q.out_type_size = out_ts;
+        q.epsilon = epsilon;
+        q.ub_bytes = ub_bytes;
+        q.num_cores = num_cores;
+        q.npu_arch = parse_npu_arch(arch, backward ? "plan_rms_norm_backward_kernel" : "plan_rms_norm_forward_kernel");
+        nb::dict d;
+        if (backward) {
+          const RmsNormBackwardKernelPlan p = plan_rms_norm_backward_kernel(q);
+          const auto& gb = p.tiling.gb;
+          d["tiling"] = to_bytes(p.pack());
+          d["combine_block_dim"] = p.combine_block_dim;
+          d["combine_cols_per_core"] = gb.combine_cols_per_core;
+          d["num_groups"] = gb.num_groups;
+          d["workspace_bytes"] = p.workspace_bytes;
+          d["combine_ub_bytes_used"] = p.combine_ub_bytes_used;
+          d["tile_rows"] = gb.tile_rows;
+          d["num_tiles"] = gb.num_tiles;
+          d["buffer_num"] = gb.buffer_num;
+          d["rstd_stride"] = p.tiling.rstd_stride;
+          d["block_dim"] = p.block_dim;
+          d["rstd_elems"] = p.rstd_elems;
+          d["ub_bytes_used"] = p.ub_bytes_used;
+        } else {
+          const RmsNormForwardKernelPlan p = plan_rms_norm_forward_kernel(q);
+          d["tiling"] = to_bytes(p.pack());
+          d["tile_rows"] = p.tiling.tile_rows;
+          d["num_tiles"] = p.tiling.num_tiles;
+          d["buffer_num"] = p.tiling.buffer_num;
+          d["rstd_stride"] = p.tiling.rstd_stride;
+          d["block_dim"] = p.block_dim;
+          d["rstd_elems"] = p.rstd_elems;
+          d["ub_bytes_used"] = p.ub_bytes_used;
+        }
+        return d;
+      },
+      nb::arg("backward"), nb::arg("rows"), nb::arg("h"), nb::arg("original_h"), nb::arg("in_type_size"),
+      nb::arg("out_type_size"), nb::arg("epsilon"), nb::arg("ub_bytes"), nb::arg("num_cores"), nb::arg("npu_arch"),
+      "Plans the RMSNorm forward (backward=False) or backward kernel; returns the tiling bytes and launch geometry.");
+  m.attr("RMS_NORM_MAX_TILE_ROWS") = jax_lngb_ascend::kRmsNormMaxTileRows;
+
   m.attr("KERNEL_TILING_WORDS") = jax_lngb_ascend::kGradBetaTilingWords;
   m.attr("MAX_GROUPS") = jax_lngb_ascend::kMaxGroups;
 

@@ -45,12 +45,16 @@ ASCEND_LAYER_NORM_GRAD_BETA_TARGET = "jax_lngb_ascend_layer_norm_grad_beta"
 ASCEND_LAYER_NORM_FORWARD_TARGET = "jax_lngb_ascend_layer_norm_forward"
 ASCEND_LAYER_NORM_GRAD_TARGET = "jax_lngb_ascend_layer_norm_grad"
 ASCEND_LAYER_NORM_BACKWARD_TARGET = "jax_lngb_ascend_layer_norm_backward"
+ASCEND_RMS_NORM_FORWARD_TARGET = "jax_lngb_ascend_rms_norm_forward"
+ASCEND_RMS_NORM_BACKWARD_TARGET = "jax_lngb_ascend_rms_norm_backward"
 # Every Ascend target, for jax_lngb.export.
 ASCEND_TARGETS = (
     ASCEND_LAYER_NORM_GRAD_BETA_TARGET,
     ASCEND_LAYER_NORM_FORWARD_TARGET,
     ASCEND_LAYER_NORM_GRAD_TARGET,
     ASCEND_LAYER_NORM_BACKWARD_TARGET,
+    ASCEND_RMS_NORM_FORWARD_TARGET,
+    ASCEND_RMS_NORM_BACKWARD_TARGET,
 )
 
 

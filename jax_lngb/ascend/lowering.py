@@ -67,6 +67,7 @@ default 196608, 245760 on dav-3510, 262144 on dav-2002).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import threading
@@ -91,6 +92,14 @@ from .._ops.primitives import (
     layer_norm_grad_beta_local_p,
     layer_norm_grad_local_p,
 )
+from .._ops.primitives import (
+    ASCEND_RMS_NORM_BACKWARD_TARGET,
+    ASCEND_RMS_NORM_FORWARD_TARGET,
+    rms_norm_backward_local_p,
+    rms_norm_forward_local_p,
+)
+from .._ops.rms_norm.backward import _backward_via_grad_beta as _rms_norm_backward_portable
+from .._ops.rms_norm.formulas import forward_jnp as _rms_norm_forward_jnp
 
 __all__ = [
     "ARCH_ENV",
@@ -105,6 +114,7 @@ __all__ = [
     "npu_arch",
     "platform_names",
     "plan_for",
+    "plan_rms_norm",
     "register",
     "register_platform",
     "registered_platforms",
@@ -411,6 +421,209 @@ _LAYER_NORM_LOWERINGS = (
 )
 
 
+# ------------------------------------------------------------------ RMSNorm
+#
+# rms_norm_forward_local_p and rms_norm_backward_local_p lower to the
+# AscendC kernels of cpp/ascend/rms_norm_kernel.asc:
+#
+# * jax_lngb_ascend_rms_norm_forward: AscendC::RmsNorm on float32 tiles for
+#   y (x's dtype), and the float32 rstd of each row from the same tile
+#   (CANN's RmsNorm does not return it);
+# * jax_lngb_ascend_rms_norm_backward: dx from basic vector APIs and the
+#   tile's pd_gamma from AscendC::LayerNormGradBeta on res_for_gamma =
+#   x * rstd, per fixed group of tiles, then grad_beta_kernel.asc's combine
+#   kernel adds the groups in group order (the bits do not depend on the
+#   core count).
+#
+# H is zero-padded to 32-byte blocks of every operand's dtype; gamma goes in
+# as float32, as for the CPU kernels. The kernels' rstd travels as
+# [num_tiles, rstd_stride] floats (one 32-byte aligned slot per tile); the
+# lowering lays it out and slices it back. float32 and float16 run on the
+# kernels; bfloat16 (no AscendC RmsNorm on the products above takes it),
+# batch_dims > 0 (gamma per problem, or a gradient taken inside vmap: one
+# pd_gamma per example), symbolic or empty
+# shapes, H = 1 (CANN's RmsNorm reduction needs two columns) and rows too
+# wide for the unified buffer keep the jax.numpy formulas (the backward's
+# pd_gamma then still goes through LayerNormGradBeta's lowering). A vmap
+# with shared gamma folds the mapped axis into rows (batch_dims = 0): the
+# kernels run. On dav-3510 the plan is made for the 950's unified buffer;
+# the kernels there are type-checked against CANN's headers but CANN's 3510
+# RmsNorm and Sum are not emulated, so emulated runs cover dav-2201 and
+# dav-2002 only.
+
+RMS_NORM_FORWARD_TARGET = ASCEND_RMS_NORM_FORWARD_TARGET
+RMS_NORM_BACKWARD_TARGET = ASCEND_RMS_NORM_BACKWARD_TARGET
+
+
+@dataclasses.dataclass(frozen=True)
+class RmsNormKernelPlan:
+    """What the RMSNorm lowerings need of a kernel plan
+    (``cpp/tiling/rms_norm_kernel_plan.h``)."""
+
+    backward: bool
+    h: int  # storage H
+    original_h: int
+    rows: int
+    tile_rows: int
+    num_tiles: int
+    rstd_stride: int
+    block_dim: int
+    ub_bytes_used: int
+    tiling: bytes  # the kernel's tiling words, little-endian
+    num_groups: int = 0  # backward only
+    combine_block_dim: int = 0
+    combine_cols_per_core: int = 0
+    workspace_bytes: int = 0
+
+    def to_array(self) -> np.ndarray:
+        return np.frombuffer(self.tiling, dtype="<u4").astype(np.uint32)
+
+    def attrs(self) -> dict[str, np.uint32]:
+        """The custom call's attributes."""
+        a = dict(
+            block_dim=self.block_dim,
+            rows=self.rows,
+            h_length=self.h,
+            original_h_length=self.original_h,
+            tile_rows=self.tile_rows,
+            num_tiles=self.num_tiles,
+        )
+        if self.backward:
+            a.update(
+                combine_block_dim=self.combine_block_dim,
+                combine_cols_per_core=self.combine_cols_per_core,
+                num_groups=self.num_groups,
+            )
+        return {k: np.uint32(v) for k, v in a.items()}
+
+
+def plan_rms_norm(
+    shape: tuple[int, ...],
+    dtype: Any,
+    *,
+    backward: bool,
+    out_dtype: Any = None,
+    epsilon: float = 1e-6,
+) -> RmsNormKernelPlan | None:
+    """The RMSNorm kernel plan the lowering uses for x of ``shape`` and
+    ``dtype`` (and, for the backward, pd_gamma of ``out_dtype``), or None
+    when the jax.numpy route applies (see the section notes above)."""
+    dt = np.dtype(dtype)
+    out_dt = np.dtype(out_dtype) if out_dtype is not None else dt
+    if dt not in _KERNEL_DTYPES or (backward and out_dt not in _KERNEL_DTYPES):
+        return None
+    if not shape or not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None  # symbolic dimensions: the tiling needs sizes at trace time
+    h = int(shape[-1])
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if rows < 1 or h < 2:
+        return None
+    per = max(32 // dt.itemsize, 32 // out_dt.itemsize if backward else 8)
+    hp = -(-h // per) * per
+    if rows * hp > _U32_MAX:
+        return None  # beyond CANN's uint32 tiling fields
+    arch = npu_arch()
+    defaults = tiling.npu_arch_defaults(arch)
+    try:
+        d = tiling._tiling.plan_rms_norm_kernel(
+            backward,
+            rows,
+            hp,
+            h,
+            _KERNEL_DTYPES[dt],
+            _KERNEL_DTYPES[out_dt],
+            float(epsilon),
+            _env_int(UB_BYTES_ENV, defaults.ub_bytes),
+            _env_int(NUM_CORES_ENV, defaults.num_cores),
+            arch,
+        )
+    except ValueError as e:
+        if "cannot hold one row" in str(e):
+            return None  # the kernels never split H
+        raise
+    return RmsNormKernelPlan(
+        backward=backward,
+        h=hp,
+        original_h=h,
+        rows=rows,
+        tile_rows=int(d["tile_rows"]),
+        num_tiles=int(d["num_tiles"]),
+        rstd_stride=int(d["rstd_stride"]),
+        block_dim=int(d["block_dim"]),
+        ub_bytes_used=int(d["ub_bytes_used"]),
+        tiling=bytes(d["tiling"]),
+        num_groups=int(d.get("num_groups", 0)),
+        combine_block_dim=int(d.get("combine_block_dim", 0)),
+        combine_cols_per_core=int(d.get("combine_cols_per_core", 0)),
+        workspace_bytes=int(d.get("workspace_bytes", 0)),
+    )
+
+
+def _rstd_from_tiles(r, plan: RmsNormKernelPlan, row_shape):
+    """The kernels' [num_tiles, rstd_stride] rstd -> [*rows]."""
+    r = r.reshape(plan.num_tiles, plan.rstd_stride)[:, : plan.tile_rows].reshape(-1)
+    return r[: plan.rows].reshape(row_shape)
+
+
+def _rstd_to_tiles(r, plan: RmsNormKernelPlan):
+    """[*rows] float32 rstd -> the kernels' [num_tiles * rstd_stride] layout."""
+    r = r.astype(jnp.float32).reshape(-1)
+    r = jnp.pad(r, (0, plan.num_tiles * plan.tile_rows - plan.rows))
+    r = r.reshape(plan.num_tiles, plan.tile_rows)
+    return jnp.pad(r, ((0, 0), (0, plan.rstd_stride - plan.tile_rows))).reshape(-1)
+
+
+def _rms_norm_forward_rule(x, gamma, *, epsilon, batch_dims, backward):
+    """The forward's Ascend lowering, traced by mlir.lower_fun."""
+    plan = None if batch_dims else plan_rms_norm(x.shape, x.dtype, backward=False, epsilon=epsilon)
+    if plan is None:
+        return list(_rms_norm_forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims))
+    h = x.shape[-1]
+    outs = (
+        jax.ShapeDtypeStruct(x.shape[:-1] + (plan.h,), x.dtype),
+        jax.ShapeDtypeStruct((plan.num_tiles * plan.rstd_stride,), jnp.float32),
+    )
+    y, rstd = jax.ffi.ffi_call(RMS_NORM_FORWARD_TARGET, outs)(
+        _pad_h(x, plan.h),
+        _pad_h(gamma.astype(jnp.float32), plan.h),
+        jnp.asarray(plan.to_array()),  # the kernel's tiling, a device-resident constant
+        **plan.attrs(),
+    )
+    return [y[..., :h], _rstd_from_tiles(rstd, plan, x.shape[:-1])]
+
+
+def _rms_norm_backward_rule(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+    """The fused backward's Ascend lowering, traced by mlir.lower_fun."""
+    plan = None if batch_dims else plan_rms_norm(x.shape, x.dtype, backward=True, out_dtype=out_dtype)
+    if plan is None:
+        return _rms_norm_backward_portable(dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype)
+    h = x.shape[-1]
+    outs = (
+        jax.ShapeDtypeStruct(x.shape[:-1] + (plan.h,), x.dtype),
+        jax.ShapeDtypeStruct((plan.h,), out_dtype),
+        jax.ShapeDtypeStruct((plan.h,), out_dtype),
+        jax.ShapeDtypeStruct((plan.workspace_bytes // 4,), jnp.float32),
+    )
+    dx, pd_gamma, _, _ = jax.ffi.ffi_call(RMS_NORM_BACKWARD_TARGET, outs)(
+        _pad_h(dy, plan.h),
+        _pad_h(x, plan.h),
+        _rstd_to_tiles(rstd, plan),
+        _pad_h(gamma.astype(jnp.float32), plan.h),
+        jnp.asarray(plan.to_array()),
+        **plan.attrs(),
+    )
+    return [dx[..., :h], pd_gamma[:h]]
+
+
+_rms_norm_forward_lowering = mlir.lower_fun(_rms_norm_forward_rule, multiple_results=True)
+_rms_norm_backward_lowering = mlir.lower_fun(_rms_norm_backward_rule, multiple_results=True)
+
+
+def _register_rms_norm(platform: str) -> None:
+    mlir.register_lowering(rms_norm_forward_local_p, _rms_norm_forward_lowering, platform=platform)
+    mlir.register_lowering(rms_norm_backward_local_p, _rms_norm_backward_lowering, platform=platform)
+
+
 def register(platform: str | None = None) -> tuple[str, ...]:
     """Registers the Ascend lowering (and the FFI handler, when built) for
     ``platform``, or for every name of :func:`platform_names` that JAX
@@ -424,6 +637,7 @@ def register(platform: str | None = None) -> tuple[str, ...]:
             mlir.register_lowering(layer_norm_grad_beta_local_p, _lowering, platform=name)
             for prim, rule in _LAYER_NORM_LOWERINGS:
                 mlir.register_lowering(prim, rule, platform=name)
+            _register_rms_norm(name)
             if _ascend is not None:
                 for target, capsule in _ascend.registrations().items():
                     jax.ffi.register_ffi_target(target, capsule, platform=name)

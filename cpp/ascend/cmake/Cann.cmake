@@ -23,7 +23,8 @@ if(JAX_LNGB_PYTHON)
   # every build (a broken handler fails here, not first on an NPU host); it
   # is linked into `_ascend` only when CANN is present.
   add_library(jax_lngb_ascend_npu_ffi OBJECT ${_jl_ascend_dir}/ffi/grad_beta_ascend_ffi.cc
-    ${_jl_ascend_dir}/ffi/layer_norm_ascend_ffi.cc)
+    ${_jl_ascend_dir}/ffi/layer_norm_ascend_ffi.cc
+    ${_jl_ascend_dir}/ffi/rms_norm_ascend_ffi.cc)
   target_include_directories(jax_lngb_ascend_npu_ffi SYSTEM PUBLIC ${XLA_FFI_INCLUDE_DIR})
   target_include_directories(jax_lngb_ascend_npu_ffi PUBLIC ${PROJECT_SOURCE_DIR})
 endif()
@@ -86,12 +87,13 @@ enable_language(ASC)
 message(STATUS "jax_lngb: CANN at ${_jl_cann_root}; Ascend kernels for ${CMAKE_ASC_ARCHITECTURES}")
 
 # --- the launcher: kernels + host stubs in one ASC translation unit
-# launch/layer_norm_launch.asc holds the LayerNorm kernels (their combine
-# kernel under names of its own, so both units link into one library).
+# launch/layer_norm_launch.asc and launch/rms_norm_launch.asc hold the LayerNorm and
+# RMSNorm kernels (LayerNorm's combine kernel under names of its own, so the units
+# link into one library).
 add_library(jax_lngb_ascend_launch STATIC ${_jl_ascend_dir}/launch/grad_beta_launch.asc
-  ${_jl_ascend_dir}/launch/layer_norm_launch.asc)
+  ${_jl_ascend_dir}/launch/layer_norm_launch.asc ${_jl_ascend_dir}/launch/rms_norm_launch.asc)
 set_source_files_properties(${_jl_ascend_dir}/launch/grad_beta_launch.asc
-  ${_jl_ascend_dir}/launch/layer_norm_launch.asc PROPERTIES LANGUAGE ASC)
+  ${_jl_ascend_dir}/launch/layer_norm_launch.asc ${_jl_ascend_dir}/launch/rms_norm_launch.asc PROPERTIES LANGUAGE ASC)
 set_target_properties(jax_lngb_ascend_launch PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(jax_lngb_ascend_launch PRIVATE ${PROJECT_SOURCE_DIR})
 # No --npu-arch here: CANN's CMakeASCInformation.cmake already appends

@@ -9,6 +9,9 @@
 
 // emu/emu_ffi.cc: the Ascend FFI handler bound on the CPU with the emulation.
 extern "C" XLA_FFI_Error* JaxLngbGradBetaAscendEmu(XLA_FFI_CallFrame* call_frame);
+// emu/emu_rms_norm_ffi.cc: the RMSNorm handlers bound with the emulation.
+extern "C" XLA_FFI_Error* JaxLngbRmsNormForwardAscendEmu(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbRmsNormBackwardAscendEmu(XLA_FFI_CallFrame* call_frame);
 
 namespace jax_lngb::emu {
 // emu/emu_norm_module.cc: run_norm_api, the LayerNorm / LayerNormGrad / RmsNorm probes.
@@ -57,9 +60,12 @@ NB_MODULE(_ascend_emu, m) {
         nb::dict d;
         d["jax_lngb_ascend_layer_norm_grad_beta"] =
             nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscendEmu));
+        d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscendEmu));
+        d["jax_lngb_ascend_rms_norm_backward"] =
+            nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscendEmu));
         return d;
       },
-      "The Ascend FFI target bound to the emulated launcher, for registration on the CPU platform.");
+      "The Ascend FFI targets bound to the emulated launchers, for registration on the CPU platform.");
 
   m.def(
       "run_grad_beta",

@@ -9,6 +9,8 @@ extern "C" XLA_FFI_Error* JaxLngbGradBetaAscend(XLA_FFI_CallFrame* call_frame);
 extern "C" XLA_FFI_Error* JaxLngbLayerNormForwardAscend(XLA_FFI_CallFrame* call_frame);
 extern "C" XLA_FFI_Error* JaxLngbLayerNormGradAscend(XLA_FFI_CallFrame* call_frame);
 extern "C" XLA_FFI_Error* JaxLngbLayerNormBackwardAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbRmsNormForwardAscend(XLA_FFI_CallFrame* call_frame);
+extern "C" XLA_FFI_Error* JaxLngbRmsNormBackwardAscend(XLA_FFI_CallFrame* call_frame);
 
 namespace nb = nanobind;
 
@@ -24,6 +26,8 @@ NB_MODULE(_ascend, m) {
         d["jax_lngb_ascend_layer_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscend));
         d["jax_lngb_ascend_layer_norm_grad"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormGradAscend));
         d["jax_lngb_ascend_layer_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscend));
+        d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscend));
+        d["jax_lngb_ascend_rms_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscend));
         return d;
       },
       "FFI target name -> handler capsule, for jax.ffi.register_ffi_target on the Ascend platform.");

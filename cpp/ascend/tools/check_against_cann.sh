@@ -30,7 +30,10 @@
 # they compile against CANN's real headers shows the emulated signatures
 # (template parameters, const-ness, overloads) are CANN's.
 #
-# Then it makes sure the check can fail: six deliberate argument mistakes,
+# And it compiles rms_norm_kernel.asc, the RMSNorm forward and backward
+# kernels (RmsNorm, Sum, LayerNormGradBeta and basic vector APIs).
+#
+# Then it makes sure the check can fail: eight deliberate argument mistakes,
 # each compiled for one architecture, must each be rejected with "no
 # matching function".
 #
@@ -179,6 +182,24 @@ for arch in 2201 3510 2002; do
   else
     status=1
     echo "dav-$arch: layer_norm_kernels.asc: FAILED (compiler status $rc, $errors errors; implementations '${impl}', expected '$expect')"
+# The RMSNorm kernels (rms_norm_kernel.asc): RmsNorm, Sum and
+# LayerNormGradBeta from each architecture's implementation, and the basic
+# vector APIs (Mul, Muls, Adds, Sqrt, Div, Cast) with CANN's signatures.
+rms_kernel="$repo_cpp/ascend/rms_norm_kernel.asc"
+for arch in 2201 3510 2002; do
+  log="$work/rms-dav-$arch.log"
+  rc=0
+  compile "$arch" "$rms_kernel" "$log" -H -Wall -Wextra -Wno-unused-parameter || rc=$?
+  errors=$(grep -c ': error:' "$log" || true)
+  ours=$({ grep -E "^$repo_cpp/[^:]+:[0-9]+:[0-9]+: warning:" "$log" || true; } | wc -l)
+  impl=$({ grep -oE '(rmsnorm|sum|layernormgradbeta)_(common|3510)_impl\.h' "$log" || true; } | sort -u | tr '\n' ' ')
+  expect="layernormgradbeta_common_impl.h rmsnorm_common_impl.h sum_common_impl.h "
+  [ "$arch" = 3510 ] && expect="layernormgradbeta_3510_impl.h rmsnorm_3510_impl.h sum_3510_impl.h "
+  if [ "$rc" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$impl" = "$expect" ]; then
+    echo "dav-$arch: rms_norm_kernel.asc: 0 errors, $ours warnings in our sources; RmsNorm/Sum/LayerNormGradBeta from $impl"
+  else
+    status=1
+    echo "dav-$arch: rms_norm_kernel.asc: FAILED (compiler status $rc, $errors errors; implementations '${impl}', expected '$expect')"
     { grep -E ': (error|fatal error):' "$log" || true; } | head -20
   fi
 done
@@ -196,6 +217,8 @@ mistakes=(
   "s/LayerNorm<float, false>(yf, mean, variance, xf, gamma, beta, tmp, eps_, call)/LayerNorm<float, false>(yf, mean, variance, xf, gamma, beta, tmp, eps_, t_)/|2201|LayerNorm|the kernel tiling as LayerNormTiling (forward kernel)|$ln_kernel"
   "s/LayerNormGrad<float, true>(pdxf, res, dyL, xf, variance, meanIn, gamma, tmp, eps_, call)/LayerNormGrad<float, true>(pdxf, res, dyL, xf, variance, meanIn, gamma, eps_, tmp, call)/|2002|LayerNormGrad|epsilon and sharedTmpBuffer swapped (backward kernels)|$ln_kernel"
   "s/LayerNormGradBeta<float, true>(pdGamma, pdBeta, res, dyB, tmp, last ? gbLast_ : gbTile_)/LayerNormGradBeta<float, true>(pdGamma, pdBeta, res, dyB, tmp, last ? lngLast_ : lngTile_)/|3510|LayerNormGradBeta|LayerNormGrad's tiling given to LayerNormGradBeta (fused backward)|$ln_kernel"
+  "s/RmsNorm<float, false>(yF, xF, gamma_, rmsTmp_.template Get<uint8_t>(), eps_, api)/RmsNorm<float, false>(yF, x, gamma_, rmsTmp_.template Get<uint8_t>(), eps_, api)/|2201|RmsNorm|the half tile given to RmsNorm<float>|$rms_kernel"
+  "s/AscendC::Sum(s, dxF, sumTmp_.template Get<uint8_t>(), sp)/AscendC::Sum(s, dxF, sp, sumTmp_.template Get<uint8_t>())/|2002|Sum|SumParams and sharedTmpBuffer swapped|$rms_kernel"
 )
 rejected=0
 for m in "${mistakes[@]}"; do
@@ -226,7 +249,7 @@ for m in "${mistakes[@]}"; do
 done
 
 if [ "$status" -eq 0 ]; then
-  echo "OK: grad_beta_kernel.asc, layer_norm_kernels.asc and emu/norm_api_kernels.asc type-check against CANN's AscendC headers for" \
+  echo "OK: grad_beta_kernel.asc, layer_norm_kernels.asc, rms_norm_kernel.asc and emu/norm_api_kernels.asc type-check against CANN's AscendC headers for" \
     "dav-2201 dav-3510 dav-2002; $rejected of ${#mistakes[@]} deliberate mistakes rejected"
 fi
 exit "$status"
