@@ -149,3 +149,17 @@ def assert_same_training(p_ours, p_theirs, p_init, loss_ours, loss_theirs, dtype
         assert moved > 0
         np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                    rtol=4 * unit_roundoff(F32), atol=16 * u * moved)
+
+
+def close_to_upstream(got, want, *, scale=None, input_dtype=None, what=""):
+    """Within a few roundings of the result dtype (and of a 16-bit input)
+    plus float32 noise, relative to `scale` (default: max |want|); the same
+    dtype as `want`."""
+    assert np.dtype(got.dtype) == np.dtype(want.dtype), f"{what}: dtype {got.dtype} vs {want.dtype}"
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = np.abs(w).max() if scale is None else scale
+    u = unit_roundoff(got.dtype) if np.dtype(got.dtype) in map(np.dtype, (F32, F16, BF16)) else U32
+    u_in = unit_roundoff(input_dtype) if input_dtype is not None and np.dtype(input_dtype) != np.dtype(F32) else 0.0
+    tol = 2 * u * np.abs(w) + (64 * U32 + 2 * u_in + (2 * u if u > U32 else 0.0)) * scale
+    err = np.abs(g - w)
+    assert np.all(err <= tol), f"{what}: worst error {err.max()} (tolerance there {tol.flat[np.argmax(err - tol)]})"

@@ -22,9 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import U32, enable_x64, run_python, unit_roundoff
+from conftest import enable_x64, run_python
 from flax import nnx
 from norm_reference import BF16, F16, F32, random_like
+from norm_reference import close_to_upstream as _close
 
 import jax_lngb.equinox as je
 import jax_lngb.flax as jf
@@ -38,19 +39,6 @@ SHAPE = (2, 3, 8)
 def _x(dtype, shape=SHAPE, seed=0):
     rng = np.random.default_rng(seed)
     return jnp.asarray((rng.standard_normal(shape) + 0.5).astype(np.float32)).astype(dtype)
-
-
-def _close(got, want, *, scale=None, input_dtype=None, what=""):
-    """Within a few roundings of the result dtype (and of a 16-bit input)
-    plus float32 noise, relative to `scale` (default: max |want|)."""
-    assert np.dtype(got.dtype) == np.dtype(want.dtype), f"{what}: dtype {got.dtype} vs {want.dtype}"
-    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    scale = np.abs(w).max() if scale is None else scale
-    u = unit_roundoff(got.dtype) if np.dtype(got.dtype) in map(np.dtype, (F32, F16, BF16)) else U32
-    u_in = unit_roundoff(input_dtype) if input_dtype is not None and np.dtype(input_dtype) != np.dtype(F32) else 0.0
-    tol = 2 * u * np.abs(w) + (64 * U32 + 2 * u_in + (2 * u if u > U32 else 0.0)) * scale
-    err = np.abs(g - w)
-    assert np.all(err <= tol), f"{what}: worst error {err.max()} (tolerance there {tol.flat[np.argmax(err - tol)]})"
 
 
 def _same(got, want, what=""):
