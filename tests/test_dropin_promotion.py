@@ -8,7 +8,9 @@ output dtypes: upstream's error (type and message) where upstream refuses
 the mix, else the same dtypes and values, with the kernel serving exactly
 the calls it serves under standard promotion. `layer_norm` and `rms_norm`
 take any kernel dtype for gamma/beta whatever the promotion mode, with the
-same bits.
+same bits. Under jax_enable_x64 the Equinox drop-ins serve float32 inputs
+with Equinox's default float64 parameters (cast to float32, as Equinox
+casts them).
 """
 
 from __future__ import annotations
@@ -149,6 +151,27 @@ def test_equinox_bfloat16_layer_under_strict_promotion_takes_the_kernel(cls):
         jaxpr = str(jax.make_jaxpr(ours)(x))
     assert "layer_norm_forward" in jaxpr or "rms_norm_forward" in jaxpr
     close_to_upstream(y_o, y_t, input_dtype=BF16, what="y")
+
+
+@pytest.mark.parametrize("cls", [je.LayerNorm, je.RMSNorm], ids=["LayerNorm", "RMSNorm"])
+def test_equinox_float64_parameters_under_x64_take_the_kernel(cls):
+    # Under jax_enable_x64 Equinox's default parameter dtype is float64; on
+    # a float32 input it casts them to float32 before use, as the kernel
+    # path does. The parameter gradients come back float64.
+    upstream = eqx.nn.LayerNorm if cls is je.LayerNorm else eqx.nn.RMSNorm
+    x = data((4, FEATURES), F32, std=1.0)
+    ct = data(x.shape, F32, seed=5, std=1.0)
+    with enable_x64():
+        theirs = random_like(upstream(FEATURES))
+        assert theirs.weight.dtype == jnp.float64
+        ours = je.from_equinox(theirs)
+        run = jax.jit(lambda m, x: (jax.vmap(m)(x), jax.grad(lambda m: jnp.sum(jax.vmap(m)(x) * ct))(m)))
+        assert any(t in run.lower(ours, x).as_text() for t in FORWARD_TARGETS)
+        (y_o, g_o), (y_t, g_t) = run(ours, x), run(theirs, x)
+    close_to_upstream(y_o, y_t, what="y")
+    for a, b in zip(jax.tree_util.tree_leaves(g_o), jax.tree_util.tree_leaves(g_t)):
+        assert a.dtype == b.dtype == jnp.float64
+        close_to_upstream(a, b, scale=4 * 4 * float(np.abs(ct).max()), what="d param")
 
 
 def test_nnx_dtype_float32_casts_16_bit_inputs_and_takes_the_kernel_under_strict():

@@ -20,7 +20,8 @@ import numpy as np
 from .promotion import standard_promotion, upstream_promotes
 from .._core.validate import check_epsilon
 
-_F32 = np.dtype(jnp.float32)
+# What a real (bool, integer or floating) parameter dtype promotes to with float32.
+_REAL = (np.dtype(jnp.float32), np.dtype(jnp.float64))
 
 
 class _NoState:
@@ -62,13 +63,15 @@ def params_and_eps_serve(layer: Any) -> bool:
             continue
         if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(layer.shape):
             return False
-        # Equinox casts the parameter to the (float32) compute dtype: from
-        # float64 or complex that cast is not the kernel's float32 arithmetic
-        # (and may warn or fail), so those are left to Equinox. A question
-        # about the dtype, not arithmetic: asked under standard promotion,
-        # since strict refuses bfloat16 with float32 where Equinox's explicit
-        # cast does not.
-        if standard_promotion(p.dtype, jnp.float32) != _F32:
+        # Equinox casts the parameter to the (float32) compute dtype before
+        # use, and so does the kernel path: any real dtype gives the same
+        # float32 arithmetic (float64 included, which is what Equinox's
+        # default dtype is under jax_enable_x64). A complex parameter loses
+        # its imaginary part in that cast, with a warning: left to Equinox.
+        # A question about the dtype, not arithmetic: asked under standard
+        # promotion, since strict refuses bfloat16 with float32 where
+        # Equinox's explicit cast does not.
+        if standard_promotion(p.dtype, jnp.float32) not in _REAL:
             return False
     try:
         check_epsilon("", layer.eps)
