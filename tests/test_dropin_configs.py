@@ -24,7 +24,16 @@ import numpy as np
 import pytest
 from conftest import enable_x64, run_python
 from flax import nnx
-from norm_reference import BF16, F16, F32, random_like
+from norm_reference import (
+    BF16,
+    F16,
+    F32,
+    exercises_dtypes,
+    in_modes,
+    promotion_fixture,  # noqa: F401 - the `promotion` fixture
+    random_like,
+    run_upstream,
+)
 from norm_reference import close_to_upstream as _close
 
 import jax_lngb.equinox as je
@@ -93,7 +102,7 @@ def _linen_results(module, variables, x, ct, with_grads):
         y = module.apply(v, x)
         if not with_grads:
             return y, None, None
-        loss = lambda v, x: jnp.sum(module.apply(v, x).astype(F32) * ct)  # noqa: E731
+        loss = lambda v, x: jnp.sum(module.apply(v, x).astype(F32) * ct.astype(F32))  # noqa: E731
         g_v, g_x = jax.grad(loss, argnums=(0, 1))(v, x)
         return y, g_v, g_x
 
@@ -101,12 +110,15 @@ def _linen_results(module, variables, x, ct, with_grads):
     return (*run(variables, x), FWD_CALL in text)
 
 
-@pytest.mark.parametrize("attrs,x_dtype,kernel", LINEN_CASES, ids=[str(i) for i in range(len(LINEN_CASES))])
-def test_linen_configurations_match_flax(attrs, x_dtype, kernel):
+@pytest.mark.parametrize("promotion,attrs,x_dtype,kernel", indirect=["promotion"], argvalues=in_modes(
+    LINEN_CASES, [str(i) for i in range(len(LINEN_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])))
+def test_linen_configurations_match_flax(attrs, x_dtype, kernel, promotion):
     x = _x(x_dtype)
     theirs, ours = nn.LayerNorm(**attrs), jf.LayerNorm(**attrs)
     init_key = jax.random.key(7)
-    v_theirs = theirs.init(init_key, x)
+    refused, v_theirs = run_upstream(promotion, lambda: theirs.init(init_key, x), lambda: ours.init(init_key, x))
+    if refused:  # strict promotion: Flax's own error, from ours too
+        return
     _leaves_same(ours.init(init_key, x), v_theirs)  # names, shapes, dtypes, values
     variables = random_like(v_theirs)
     real = not jnp.issubdtype(jnp.result_type(*jax.tree_util.tree_leaves(variables), x), jnp.complexfloating)
@@ -265,14 +277,17 @@ NNX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kwargs,x_dtype,kernel", NNX_CASES, ids=[str(i) for i in range(len(NNX_CASES))])
-def test_nnx_configurations_match_flax(kwargs, x_dtype, kernel):
+@pytest.mark.parametrize("promotion,kwargs,x_dtype,kernel", indirect=["promotion"], argvalues=in_modes(
+    NNX_CASES, [str(i) for i in range(len(NNX_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])))
+def test_nnx_configurations_match_flax(kwargs, x_dtype, kernel, promotion):
     x = _x(x_dtype)
     theirs = nnx.LayerNorm(8, rngs=nnx.Rngs(0), **kwargs)
     ours = jn.LayerNorm(8, rngs=nnx.Rngs(0), **kwargs)
     _leaves_same(nnx.state(ours), nnx.state(theirs))
     nnx.update(theirs, random_like(nnx.state(theirs)))
     nnx.update(ours, nnx.state(theirs))
+    if run_upstream(promotion, lambda: theirs(x), lambda: ours(x))[0]:
+        return  # strict promotion: Flax's own error, from ours too
     real = not any(jnp.issubdtype(a.dtype, jnp.complexfloating) for a in jax.tree_util.tree_leaves(nnx.state(ours)))
 
     def results(m):
@@ -285,7 +300,7 @@ def test_nnx_configurations_match_flax(kwargs, x_dtype, kernel):
             y = nnx.merge(graphdef, state)(x)
             if not real:
                 return y, None, None
-            loss = lambda s, x: jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct)  # noqa: E731
+            loss = lambda s, x: jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct.astype(F32))  # noqa: E731
             return (y, *jax.grad(loss, argnums=(0, 1))(state, x))
 
         return run(state, x), FWD_CALL in run.lower(state, x).as_text(), ct
@@ -328,8 +343,9 @@ EQX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kwargs,x_dtype,kernel", EQX_CASES, ids=[str(i) for i in range(len(EQX_CASES))])
-def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel):
+@pytest.mark.parametrize("promotion,kwargs,x_dtype,kernel", indirect=["promotion"],
+                         argvalues=in_modes(EQX_CASES, [str(i) for i in range(len(EQX_CASES))]))
+def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel, promotion):
     theirs = random_like(eqx.nn.LayerNorm(**kwargs))
     ours = je.LayerNorm(**kwargs)
     fresh = eqx.nn.LayerNorm(**kwargs)
@@ -344,6 +360,10 @@ def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel):
                 or any(jnp.issubdtype(a.dtype, jnp.complexfloating) for a in jax.tree_util.tree_leaves(theirs)))
     diff = real and jnp.issubdtype(x.dtype, jnp.floating)
     ct = _x(x.dtype if diff else F32, (4, *shape), seed=3)
+    # Equinox casts explicitly, so only its complex arithmetic meets strict
+    # promotion's refusal (a complex x minus its real-valued mean).
+    if run_upstream(promotion, lambda: jax.vmap(theirs)(x), lambda: jax.vmap(ours)(x))[0]:
+        return
 
     def results(m):
         @jax.jit
@@ -351,7 +371,7 @@ def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel):
             y = jax.vmap(m)(x)
             if not diff:
                 return y, None, None
-            loss = lambda m, x: jnp.sum(jax.vmap(m)(x).astype(F32) * ct)  # noqa: E731
+            loss = lambda m, x: jnp.sum(jax.vmap(m)(x).astype(F32) * ct.astype(F32))  # noqa: E731
             return (y, *jax.grad(loss, argnums=(0, 1))(m, x))
 
         return run(m, x), FWD_CALL in run.lower(m, x).as_text()

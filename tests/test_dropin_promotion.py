@@ -10,7 +10,8 @@ the calls it serves under standard promotion. `layer_norm` and `rms_norm`
 take any kernel dtype for gamma/beta whatever the promotion mode, with the
 same bits. Under jax_enable_x64 the Equinox drop-ins serve float32 inputs
 with Equinox's default float64 parameters (cast to float32, as Equinox
-casts them).
+casts them). The configuration tests of test_dropin_configs, test_rms_dropins
+and test_equinox run under all three modes through the `promotion` fixture.
 """
 
 from __future__ import annotations
