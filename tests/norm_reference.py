@@ -1,13 +1,18 @@
-"""What the drop-in module tests (test_flax, test_nnx, test_equinox) share:
-test data, a float64 LayerNorm with its VJP as the oracle, error bounds, and
-a jitted training loop (optax when installed, plain SGD otherwise)."""
+"""What the drop-in module tests (test_flax, test_nnx, test_equinox,
+test_rms_dropins, test_dropin_configs) share: test data, a float64
+LayerNorm with its VJP as the oracle, error bounds, a jitted training loop
+(optax when installed, plain SGD otherwise), and the `promotion` fixture
+that reruns a test under strict dtype promotion and under jax_enable_x64."""
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from conftest import U32, unit_roundoff
+import pytest
+from conftest import U32, enable_x64, unit_roundoff
 
 try:
     import optax
@@ -35,6 +40,12 @@ def random_like(tree, seed=1):
     return jax.tree_util.tree_unflatten(treedef, new)
 
 
+def _unit_roundoff(dtype) -> float:
+    """unit_roundoff, float64 included (Equinox's default parameter dtype
+    under jax_enable_x64)."""
+    return 2.0**-53 if np.dtype(dtype) == np.dtype(np.float64) else unit_roundoff(dtype)
+
+
 def assert_close(got, want, *, result_dtype, scale, input_dtype=F32, rounded_to=None, what=""):
     """|got - want| <= one rounding of the result (2u|want|) plus float32
     noise and one rounding of a 16-bit input per term, both relative to
@@ -45,7 +56,7 @@ def assert_close(got, want, *, result_dtype, scale, input_dtype=F32, rounded_to=
     got = np.asarray(got, np.float64)
     want = np.asarray(want, np.float64)
     u_in = unit_roundoff(input_dtype) if np.dtype(input_dtype) != np.dtype(F32) else 0.0
-    u_out = max(unit_roundoff(result_dtype), unit_roundoff(rounded_to or result_dtype))
+    u_out = max(_unit_roundoff(result_dtype), _unit_roundoff(rounded_to or result_dtype))
     tol = 2 * u_out * np.abs(want) + (64 * U32 + u_in) * np.asarray(scale)
     err = np.abs(got - want)
     worst = np.argmax(err - tol)
@@ -149,3 +160,82 @@ def assert_same_training(p_ours, p_theirs, p_init, loss_ours, loss_theirs, dtype
         assert moved > 0
         np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                    rtol=4 * unit_roundoff(F32), atol=16 * u * moved)
+
+
+# ------------------------------------------------------ promotion modes
+
+# default: JAX's standard promotion, 32-bit; strict: what Equinox's own
+# test suite runs under (no implicit promotion between different dtypes);
+# x64: jax_enable_x64, where NumPy float64 values stay float64 and
+# Equinox's default parameter dtype is float64.
+PROMOTION_MODES = ("default", "strict", "x64")
+
+
+def promotion_context(mode: str):
+    """The context manager that sets `mode` (one of PROMOTION_MODES) for
+    the code it runs, restoring the previous settings on exit."""
+    if mode == "strict":
+        return jax.numpy_dtype_promotion("strict")
+    if mode == "x64":
+        return enable_x64()
+    assert mode == "default", mode
+    return contextlib.nullcontext()
+
+
+@pytest.fixture(name="promotion")
+def promotion_fixture(request):
+    """`promotion`: runs the test under the mode its parameters name (see
+    `in_modes`); the value is the mode. A test module imports
+    `promotion_fixture` to use it."""
+    with promotion_context(request.param):
+        yield request.param
+
+
+def in_modes(cases, ids, also=lambda case: True) -> list:
+    """`pytest.param`s for `@pytest.mark.parametrize("promotion,...", ...,
+    indirect=["promotion"])`: every case under "default", and under "strict"
+    and "x64" too where `also(case)` (the cases whose dtypes those modes can
+    change: rerunning the rest would cost time and check nothing new)."""
+    out = []
+    for case, case_id in zip(cases, ids):
+        for mode in PROMOTION_MODES if also(case) else ("default",):
+            out.append(pytest.param(mode, *case, id=f"{mode}-{case_id}"))
+    return out
+
+
+def exercises_dtypes(attrs: dict, x_dtype) -> bool:
+    """Whether strict promotion or x64 can change a Flax configuration: an
+    input that is not float32, or a dtype option. The all-default float32
+    case counts too, so that every mode checks the kernel still serves it."""
+    dtype_options = {"dtype", "param_dtype", "force_float32_reductions", "promote_dtype"}
+    return not attrs or np.dtype(x_dtype) != np.dtype(F32) or bool(dtype_options & set(attrs))
+
+
+def run_upstream(mode: str, upstream, ours) -> tuple[bool, object]:
+    """`(False, upstream())`, or `(True, None)` where strict promotion makes
+    upstream raise, after checking that `ours()` raises the same error (type
+    and message): then the test has nothing more to compare. Any other error
+    of upstream's, or one in another mode, fails the test."""
+    try:
+        return False, upstream()
+    except Exception as e:  # whichever error upstream raises, ours must match it
+        if mode != "strict" or not isinstance(e, jax.dtypes.TypePromotionError):
+            raise
+        with pytest.raises(type(e)) as err:
+            ours()
+        assert str(err.value) == str(e)
+        return True, None
+
+
+def close_to_upstream(got, want, *, scale=None, input_dtype=None, what=""):
+    """Within a few roundings of the result dtype (and of a 16-bit input)
+    plus float32 noise, relative to `scale` (default: max |want|); the same
+    dtype as `want`."""
+    assert np.dtype(got.dtype) == np.dtype(want.dtype), f"{what}: dtype {got.dtype} vs {want.dtype}"
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = np.abs(w).max() if scale is None else scale
+    u = unit_roundoff(got.dtype) if np.dtype(got.dtype) in map(np.dtype, (F32, F16, BF16)) else U32
+    u_in = unit_roundoff(input_dtype) if input_dtype is not None and np.dtype(input_dtype) != np.dtype(F32) else 0.0
+    tol = 2 * u * np.abs(w) + (64 * U32 + 2 * u_in + (2 * u if u > U32 else 0.0)) * scale
+    err = np.abs(g - w)
+    assert np.all(err <= tol), f"{what}: worst error {err.max()} (tolerance there {tol.flat[np.argmax(err - tol)]})"

@@ -25,7 +25,9 @@ from norm_reference import (
     assert_same_training,
     check_against_reference,
     data,
+    in_modes,
     layer_norm_reference,
+    promotion_fixture,  # noqa: F401 - the `promotion` fixture
     random_like,
     train,
 )
@@ -44,11 +46,11 @@ def _pair(shape, dtype=None, **kwargs):
 
 
 def _batch_loss(model, x, ct):
-    return jnp.sum(jax.vmap(model)(x).astype(F32) * ct)
+    return jnp.sum(jax.vmap(model)(x).astype(F32) * ct.astype(F32))
 
 
 def _example_loss(model, x, ct):
-    return jnp.sum(model(x).astype(F32) * ct)
+    return jnp.sum(model(x).astype(F32) * ct.astype(F32))
 
 
 @jax.jit
@@ -89,7 +91,8 @@ def test_is_an_equinox_layer_norm_with_the_same_fields_and_constructor():
 # ------------------------------------------------- outputs and gradients
 
 CASES = [
-    # (layer shape, batch, x dtype, parameter dtype)
+    # (layer shape, batch, x dtype, parameter dtype); None: Equinox's default,
+    # float32, or float64 under jax_enable_x64 (cast to float32 before use)
     ((32,), 6, F32, None),
     ((32,), 6, BF16, None),  # bf16 activations, f32 parameters
     ((32,), 6, BF16, BF16),
@@ -100,16 +103,24 @@ CASES = [
 IDS = ["h32-f32", "h32-bf16-x", "h32-bf16-all", "h32-f16-x", "4x8-f32", "4x8-bf16-all"]
 
 
-@pytest.mark.parametrize("shape,batch,x_dtype,param_dtype", CASES, ids=IDS)
-def test_vmap_outputs_and_gradients_match_equinox(shape, batch, x_dtype, param_dtype):
+# Under x64 Equinox's default parameter dtype changes: the one-shape cases.
+@pytest.mark.parametrize("promotion,shape,batch,x_dtype,param_dtype", indirect=["promotion"],
+                         argvalues=in_modes(CASES, IDS, also=lambda c: c[0] == (32,)))
+def test_vmap_outputs_and_gradients_match_equinox(shape, batch, x_dtype, param_dtype, promotion):
+    # Equinox casts explicitly: every case runs, and takes the kernel, under
+    # strict promotion too.
     theirs, ours = _pair(shape, dtype=param_dtype)
     p_dtype = theirs.weight.dtype
+    assert np.dtype(p_dtype) == np.dtype(param_dtype or (jnp.float64 if promotion == "x64" else F32))
     x = data((batch, *shape), x_dtype)
     ct = data(x.shape, x_dtype, seed=5, std=1.0)
     n = int(np.prod(shape))
     flat = dict(x=x.reshape(batch, n), ct=ct.reshape(batch, n))
     w, b = theirs.weight.reshape(n), theirs.bias.reshape(n)
-    dtypes = dict(out_dtype=x_dtype, param_dtype=p_dtype, x_dtype=x_dtype)
+    # float64 parameters: their gradients are float32 sums, widened.
+    via = F32 if np.dtype(p_dtype) == np.dtype(jnp.float64) else None
+    dtypes = dict(out_dtype=x_dtype, param_dtype=p_dtype, x_dtype=x_dtype, compute_dtype=via)
+    assert CUSTOM_CALL in _summed.lower(ours, x, ct).as_text()
 
     summed_ref = layer_norm_reference(flat["x"], w, b, flat["ct"], EPS)  # summed over the batch
     per_example_ref = layer_norm_reference(flat["x"], w, b, flat["ct"], EPS, sum_axes=())

@@ -22,7 +22,20 @@ import numpy as np
 import pytest
 from conftest import enable_x64
 from flax import nnx, serialization
-from norm_reference import BF16, F16, F32, assert_close, assert_same_training, data, random_like, train
+from norm_reference import (
+    BF16,
+    F16,
+    F32,
+    assert_close,
+    assert_same_training,
+    data,
+    exercises_dtypes,
+    in_modes,
+    promotion_fixture,  # noqa: F401 - the `promotion` fixture
+    random_like,
+    run_upstream,
+    train,
+)
 
 from jax_lngb import equinox as je
 from jax_lngb import flax as jflax
@@ -84,18 +97,22 @@ def assert_identical(a, b, what=""):
 
 
 def test_import_jax_lngb_imports_neither_flax_nor_equinox():
-    code = ("import sys, jax_lngb; bad = [m for m in ('flax', 'equinox', 'jax_lngb._flax_rms', "
-            "'jax_lngb._equinox_rms') if m in sys.modules]; assert not bad, bad")
+    code = ("import sys, jax_lngb; bad = [m for m in sys.modules if m.split('.')[0] in ('flax', 'equinox') "
+            "or m.startswith('jax_lngb._integrations')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("module,upstream,pip", [("_flax_rms", "flax", "flax"), ("_equinox_rms", "equinox", "equinox")])
+@pytest.mark.parametrize("module,upstream,pip", [("linen", "flax", "flax"), ("nnx", "flax", "flax"),
+                                                 ("equinox", "equinox", "equinox")])
 def test_missing_upstream_raises_a_clear_import_error(monkeypatch, module, upstream, pip):
+    # The modules that define the RMSNorm drop-ins, imported afresh without
+    # their upstream library.
     for name in [m for m in sys.modules if m == upstream or m.startswith(upstream + ".")]:
         monkeypatch.setitem(sys.modules, name, None)  # None: "import fails"
-    monkeypatch.delitem(sys.modules, f"jax_lngb.{module}")
+    for name in [m for m in sys.modules if m.startswith("jax_lngb._integrations.")]:
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ImportError, match=rf"needs \w+.*pip install 'jax_lngb\[{pip}\]'"):
-        importlib.import_module(f"jax_lngb.{module}")
+        importlib.import_module(f"jax_lngb._integrations.{module}")
 
 
 # ================================================================== linen
@@ -148,7 +165,7 @@ def test_linen_checkpoints_load_both_ways():
 
 def _linen_loss_and_grads(module, variables, x, ct):
     def loss(v, x):
-        return jnp.sum(module.apply(v, x).astype(F32) * ct)
+        return jnp.sum(module.apply(v, x).astype(F32) * ct.astype(F32))
 
     g_v, g_x = jax.grad(loss, argnums=(0, 1))(variables, x)
     return module.apply(variables, x), g_v.get("params", {}).get("scale"), g_x
@@ -171,11 +188,16 @@ LINEN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("attrs,x_dtype,shape", [c[1:] for c in LINEN_CASES], ids=[c[0] for c in LINEN_CASES])
-def test_linen_outputs_and_gradients_match_flax(attrs, x_dtype, shape):
+@pytest.mark.parametrize("promotion,attrs,x_dtype,shape", indirect=["promotion"], argvalues=in_modes(
+    [c[1:] for c in LINEN_CASES], [c[0] for c in LINEN_CASES], also=lambda c: exercises_dtypes(c[0], c[1])))
+def test_linen_outputs_and_gradients_match_flax(attrs, x_dtype, shape, promotion):
     x = data(shape, x_dtype, std=1.0)
     theirs, ours = nn.RMSNorm(**attrs), jflax.RMSNorm(**attrs)
-    variables = random_like(theirs.init(jax.random.key(0), x))
+    refused, variables = run_upstream(promotion, lambda: theirs.init(jax.random.key(0), x),
+                                      lambda: ours.init(jax.random.key(0), x))
+    if refused:  # strict promotion: Flax's own error, from ours too
+        return
+    variables = random_like(variables)
     assert_identical(random_like(ours.init(jax.random.key(0), x)), variables, "parameters")
     assert kernel_in(lambda v: ours.apply(v, x), variables)
     out_dtype = theirs.apply(variables, x).dtype
@@ -328,7 +350,7 @@ def _nnx_pair(features, **kw):
 @jax.jit
 def _nnx_loss_and_grads(graphdef, state, x, ct):
     def loss(s, x):
-        return jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct)
+        return jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct.astype(F32))
 
     return nnx.merge(graphdef, state)(x), jax.grad(loss, argnums=(0, 1))(state, x)
 
@@ -344,10 +366,13 @@ NNX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("features,attrs,x_dtype,shape", [c[1:] for c in NNX_CASES], ids=[c[0] for c in NNX_CASES])
-def test_nnx_outputs_and_gradients_match_flax(features, attrs, x_dtype, shape):
+@pytest.mark.parametrize("promotion,features,attrs,x_dtype,shape", indirect=["promotion"], argvalues=in_modes(
+    [c[1:] for c in NNX_CASES], [c[0] for c in NNX_CASES], also=lambda c: exercises_dtypes(c[1], c[2])))
+def test_nnx_outputs_and_gradients_match_flax(features, attrs, x_dtype, shape, promotion):
     theirs, ours = _nnx_pair(features, **attrs)
     x = data(shape, x_dtype, std=1.0)
+    if run_upstream(promotion, lambda: theirs(x), lambda: ours(x))[0]:
+        return  # strict promotion: Flax's own error, from ours too
     assert kernel_in(lambda x: ours(x), x)
     out_dtype = theirs(x).dtype
     ct = data(shape, out_dtype, seed=5, std=1.0)
@@ -450,7 +475,7 @@ def _eqx_pair(shape, **kw):
 @jax.jit
 def _eqx_loss_and_grads(layer, x, ct):
     def loss(m, x):
-        return jnp.sum(jax.vmap(m)(x).astype(F32) * ct)
+        return jnp.sum(jax.vmap(m)(x).astype(F32) * ct.astype(F32))
 
     return jax.vmap(layer)(x), jax.grad(loss, argnums=(0, 1))(layer, x)
 
@@ -466,19 +491,30 @@ EQX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,attrs,x_dtype", [c[1:] for c in EQX_CASES], ids=[c[0] for c in EQX_CASES])
-def test_equinox_vmap_outputs_and_gradients_match_equinox(shape, attrs, x_dtype):
+# Under x64 Equinox's default parameter dtype changes: every case with
+# parameters, one shape (the shape does not meet the dtype rules).
+@pytest.mark.parametrize("promotion,shape,attrs,x_dtype", indirect=["promotion"], argvalues=in_modes(
+    [c[1:] for c in EQX_CASES], [c[0] for c in EQX_CASES], also=lambda c: len(c[0]) == 1))
+def test_equinox_vmap_outputs_and_gradients_match_equinox(shape, attrs, x_dtype, promotion):
+    # Equinox casts explicitly: every case runs, and takes the kernel, under
+    # strict promotion too. Under jax_enable_x64 Equinox's default parameter
+    # dtype is float64; cast to float32 before use, as Equinox casts them.
     theirs, ours = _eqx_pair(shape, **attrs)
     x = data((6, *shape), x_dtype, std=1.0)
     assert kernel_in(jax.vmap(ours), x)
     ct = data(x.shape, x_dtype, seed=5, std=1.0)
     red = tuple(range(1, x.ndim))
     ref = rms_reference(x, theirs.weight, theirs.bias, ct, theirs.eps, red, red)
-    p_dtype = attrs.get("dtype", F32)
+    params = [p for p in (theirs.weight, theirs.bias) if p is not None]
+    p_dtype = params[0].dtype if params else F32
+    if params:
+        assert np.dtype(p_dtype) == np.dtype(attrs.get("dtype", jnp.float64 if promotion == "x64" else F32))
+    # float64 parameter gradients are float32 sums, widened.
+    via = F32 if np.dtype(p_dtype) == np.dtype(jnp.float64) else None
     for name, layer in (("ours", ours), ("equinox", theirs)):
         y, (g, g_x) = _eqx_loss_and_grads(layer, x, ct)
         check(y, g.weight, g_x, ref, g_bias=g.bias, out_dtype=x_dtype, param_dtype=p_dtype, x_dtype=x_dtype,
-              what=name)
+              rounded_to=via, what=name)
 
 
 def test_equinox_nested_vmap_is_one_kernel_call_over_all_tokens():
@@ -532,8 +568,6 @@ def test_equinox_inputs_the_kernel_does_not_serve_run_equinox():
             theirs, ours = _eqx_pair((8,), **kw)
             assert_identical(ours(x), theirs(x), f"float64 {kw}")
             assert not kernel_in(ours, x)
-        theirs, ours = _eqx_pair((8,), dtype=jnp.float64)
-        assert not kernel_in(ours, x.astype(F32))  # float64 weights: Equinox's cast
 
 
 class _EqxNet(eqx.Module):

@@ -14,10 +14,12 @@ mean and variance are taken over the whole of it (compute dtype
 `result_type(x.dtype, float32)`), the weight and bias have `shape` too, and
 the output has the input's dtype. Every input Equinox accepts works: the
 kernel serves non-empty inputs of exactly `shape` that compute in float32
-(float32, float16, bfloat16 or integer inputs) with weights that do not
-bring in float64 or complex values (and a static `eps` >= 0); anything else
-(float64 under jax_enable_x64, complex, a wrong shape, ...) runs Equinox's
-own `LayerNorm.__call__`, with its results and errors.
+(float32, float16, bfloat16 or integer inputs) with real weights (Equinox
+casts them to float32 first, float64 ones under jax_enable_x64 included, and
+so does the kernel) and a static `eps` >= 0; anything else (float64 inputs
+under jax_enable_x64, complex, a wrong shape, ...) runs Equinox's own
+`LayerNorm.__call__`, with its results and errors. Equinox casts
+explicitly, so all of this holds under strict dtype promotion too.
 
 Batches go through `jax.vmap(layer)` (or `jax.vmap(jax.vmap(layer))` over
 batch and sequence): with the weight and bias not mapped, the forward's
@@ -45,12 +47,13 @@ compute dtype c = result_type(x.dtype, float32); over the whole example,
     out = weight.astype(c) * (rsqrt(mean(x^2) + eps) * x) + bias.astype(c)
 
 cast back to x's dtype. The kernel serves float32, float16 and bfloat16
-inputs of exactly `shape` (non-empty) with weight/bias that do not bring in
-float64 or complex values and a static `eps` >= 0: the example flattens to
-one row of H = prod(shape), the weight to [H]; the bias is added outside the
-kernel, in float32, before the one rounding to x's dtype. Everything else
-(integer inputs, whose cast back truncates; float64 under jax_enable_x64;
-a wrong shape, ...) runs Equinox's own `__call__`, results and errors.
+inputs of exactly `shape` (non-empty) with real weight/bias (cast to float32
+as Equinox casts them; float64 ones under jax_enable_x64 too) and a static
+`eps` >= 0: the example flattens to one row of H = prod(shape), the weight
+to [H]; the bias is added outside the kernel, in float32, before the one
+rounding to x's dtype. Everything else (integer inputs, whose cast back
+truncates; float64 inputs under jax_enable_x64; complex; a wrong shape, ...)
+runs Equinox's own `__call__`, results and errors.
 
 Batches go through `jax.vmap(layer)` or `jax.vmap(jax.vmap(layer))`: with
 the weight not mapped, `rms_norm`'s batching rule makes the mapped axes
@@ -99,8 +102,8 @@ class LayerNorm(_eqx.nn.LayerNorm):
 
     def _kernel_serves(self, x: Any) -> bool:
         """Whether Equinox's computation for `x` is one the kernel does: float32
-        compute, a non-empty input of exactly the layer's shape, float32 /
-        16-bit / integer parameters and a usable eps."""
+        compute, a non-empty input of exactly the layer's shape, real
+        parameters and a usable eps."""
         if not example_fits(self, x):
             return False
         try:

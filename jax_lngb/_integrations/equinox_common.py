@@ -17,9 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .promotion import standard_promotion, upstream_promotes
 from .._core.validate import check_epsilon
 
-_F32 = np.dtype(jnp.float32)
+# What a real (bool, integer or floating) parameter dtype promotes to with float32.
+_REAL = (np.dtype(jnp.float32), np.dtype(jnp.float64))
 
 
 class _NoState:
@@ -61,16 +63,24 @@ def params_and_eps_serve(layer: Any) -> bool:
             continue
         if p is None or not hasattr(p, "dtype") or tuple(p.shape) != tuple(layer.shape):
             return False
-        # Equinox casts the parameter to the (float32) compute dtype: from
-        # float64 or complex that cast is not the kernel's float32 arithmetic
-        # (and may warn or fail), so those are left to Equinox.
-        if np.dtype(jnp.promote_types(p.dtype, jnp.float32)) != _F32:
+        # Equinox casts the parameter to the (float32) compute dtype before
+        # use, and so does the kernel path: any real dtype gives the same
+        # float32 arithmetic (float64 included, which is what Equinox's
+        # default dtype is under jax_enable_x64). A complex parameter loses
+        # its imaginary part in that cast, with a warning: left to Equinox.
+        # A question about the dtype, not arithmetic: asked under standard
+        # promotion, since strict refuses bfloat16 with float32 where
+        # Equinox's explicit cast does not.
+        if standard_promotion(p.dtype, jnp.float32) not in _REAL:
             return False
     try:
         check_epsilon("", layer.eps)
     except (TypeError, ValueError):
         return False
-    return True
+    # Equinox adds eps to its float32 statistics in the caller's promotion
+    # mode: an eps that mode does not add (strict, a NumPy float64 under
+    # jax_enable_x64) is Equinox's error to raise.
+    return upstream_promotes(jnp.result_type, jnp.float32, layer.eps) is not None
 
 
 def carry_leaves(layer: Any, new: Any) -> Any:

@@ -9,6 +9,13 @@ H) as long as every feature axis is also a reduction axis: then the
 parameters broadcast over the reduced block and flatten the same way, and
 autodiff of the broadcast sums their gradients back.
 
+Under `jax.numpy_dtype_promotion("strict")` Flax's own arithmetic refuses
+to mix dtypes (bfloat16 activations with float32 statistics or
+parameters, ...): the decisions ask JAX in the caller's mode whether Flax's
+steps go through (`promotion.upstream_promotes`) and send the calls it
+refuses to Flax, which raises its own error; our own questions about the
+dtypes are answered under standard promotion in every mode.
+
 Nothing here imports Flax.
 """
 
@@ -22,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .promotion import standard_promotion, upstream_promotes
 from .._core.validate import KERNEL_DTYPES, check_epsilon
 
 F32 = np.dtype(jnp.float32)
@@ -69,26 +77,49 @@ def structure_declines(x: Any, *, mask: Any, axis_name: Any, reduction_axes: Any
     return None
 
 
+def statistics_dtype(requested: Any, x_dtype: Any, force_float32: bool) -> np.dtype | None:
+    """The dtype Flax computes the statistics in: `requested` (the module's
+    `dtype`) or x's, promoted with float32 when `force_float32` (linen's
+    `force_float32_reductions`, always in nnx); None where the caller's
+    promotion mode refuses that promotion (strict, with a 16-bit or float64
+    dtype), as it refuses Flax's own."""
+    dtype = requested if requested is not None else x_dtype
+    if not force_float32:
+        return upstream_promotes(jnp.result_type, dtype)
+    return upstream_promotes(jnp.promote_types, dtype, jnp.float32)
+
+
 def stats_and_arith_declines(stats_dtype: Any, arith_dtypes: tuple[Any, ...]) -> str | None:
     """float32 statistics, and float32 arithmetic once `arith_dtypes` (the
-    dtypes taking part in Flax's arithmetic) meet float32."""
+    dtypes taking part in Flax's arithmetic) meet float32.
+
+    Flax's arithmetic combines x, the statistics and the parameters pairwise
+    (x - mean, mul * scale, y + bias), and those pairs chain every dtype to
+    every other: where the caller's promotion mode refuses to combine
+    `arith_dtypes` (strict, with any two of them different), Flax raises."""
+    if stats_dtype is None:
+        return "statistics dtype refused by the promotion mode"
     if np.dtype(stats_dtype) != F32:
         return f"{np.dtype(stats_dtype).name} statistics"
-    try:
-        arith = np.dtype(jnp.promote_types(jnp.result_type(*arith_dtypes), jnp.float32))
-    except TypeError:
-        return "dtypes without a common promotion"
+    combined = upstream_promotes(jnp.result_type, *arith_dtypes)
+    if combined is None:
+        return "dtypes the promotion mode does not combine"
+    arith = standard_promotion(combined, jnp.float32)
     if arith != F32:
         return f"{arith.name} arithmetic"
     return None
 
 
-def epsilon_declines(epsilon: Any) -> str | None:
-    """A static finite float >= 0 (finite in float32)."""
+def epsilon_declines(epsilon: Any, stats_dtype: Any = F32) -> str | None:
+    """A static finite float >= 0 (finite in float32) that the caller's
+    promotion mode adds to a `stats_dtype` variance (strict refuses a NumPy
+    float64 one under jax_enable_x64, as in Flax's `var + epsilon`)."""
     try:
         check_epsilon("", epsilon)
     except (TypeError, ValueError):
         return "epsilon"
+    if upstream_promotes(jnp.result_type, stats_dtype, epsilon) is None:
+        return "epsilon of a dtype the promotion mode does not add to the statistics"
     return None
 
 
@@ -99,7 +130,7 @@ def kernel_input(x: jax.Array, out_dtype: np.dtype) -> jax.Array:
     """x in the dtype to hand the kernel, which rounds its float32 result
     once to its input's dtype: the output dtype when that holds x exactly,
     else float32 (then the one rounding is the caller's cast to out_dtype)."""
-    if np.dtype(x.dtype) in KERNEL_DTYPES and np.dtype(jnp.promote_types(x.dtype, out_dtype)) == out_dtype:
+    if np.dtype(x.dtype) in KERNEL_DTYPES and standard_promotion(x.dtype, out_dtype) == out_dtype:
         return x.astype(out_dtype)
     return x.astype(jnp.float32)
 

@@ -41,11 +41,14 @@ DECISION_TABLE = (
     ("axis_name is set (statistics averaged across devices)", "Flax"),
     ("reduction_axes / feature_axes are not valid integer axes of x", "Flax (its own error)"),
     ("a feature axis is not among the reduction axes", "Flax"),
+    ("the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
+     "dtype/input, or x, statistics, scale and bias not all of one dtype)", "Flax (its own error)"),
     ("the statistics dtype is not float32 (force_float32_reductions=False with "
      "16-bit dtype/input, float64 under jax_enable_x64)", "Flax"),
     ("x, scale, bias or dtype bring in float64 or complex arithmetic, or the output "
      "dtype is not float32/float16/bfloat16", "Flax"),
-    ("epsilon is not a static finite float >= 0 (finite in float32)", "Flax"),
+    ("epsilon is not a static finite float >= 0 (finite in float32), or one the "
+     "promotion mode does not add to the float32 variance", "Flax"),
     ("otherwise (any reduction axes, use_fast_variance either way, use_scale/use_bias, "
      "dtype/param_dtype in float32/float16/bfloat16)", "the kernel"),
 )
@@ -71,7 +74,8 @@ def layer_norm_declines(
       x: the input as the caller received it.
       mask, axis_name: Flax's options of the same names.
       reduction_axes, feature_axes, epsilon: the module's attributes.
-      stats_dtype: the dtype Flax computes the statistics in.
+      stats_dtype: the dtype Flax computes the statistics in (None: the
+        caller's promotion mode refuses Flax's step to it).
       arith_dtypes: the dtypes taking part in Flax's arithmetic after the
         statistics (x, scale, bias, as Flax holds them).
       out_dtype: the output dtype Flax's rules give, when already known.
@@ -84,7 +88,7 @@ def layer_norm_declines(
         why = stats_and_arith_declines(stats_dtype, arith_dtypes)
     if why is None and out_dtype is not None and np.dtype(out_dtype) not in KERNEL_DTYPES:
         why = f"{np.dtype(out_dtype).name} output"
-    return why if why is not None else epsilon_declines(epsilon)
+    return why if why is not None else epsilon_declines(epsilon, stats_dtype)
 
 
 def flax_layer_norm(

@@ -66,11 +66,14 @@ DECISION_TABLE = (
     ("a feature axis is not among the reduction axes", "Flax"),
     ("the scale's size does not match the feature axes (nnx num_features)", "Flax (its own error)"),
     ("x is bool, complex or float64 (under jax_enable_x64)", "Flax"),
+    ("the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
+     "or integer dtype/input, or x, statistics and scale not all of one dtype)", "Flax (its own error)"),
     ("the statistics dtype is not float32 (linen force_float32_reductions=False with a "
      "16-bit or integer dtype/input; float64 dtype)", "Flax"),
     ("x, the statistics or the scale bring in float64 or complex arithmetic", "Flax"),
     ("the output dtype is not float32, float16 or bfloat16", "Flax"),
-    ("epsilon is not a static finite float >= 0 (finite in float32)", "Flax"),
+    ("epsilon is not a static finite float >= 0 (finite in float32), or one the "
+     "promotion mode does not add to the float32 mean of squares", "Flax"),
     ("otherwise: float32/float16/bfloat16/integer x, any reduction axes holding the "
      "feature axes, use_scale either way, use_fast_variance either way, scale and "
      "dtype in float32/float16/bfloat16", "the kernel"),
@@ -97,7 +100,8 @@ def rms_norm_declines(
       x: the input as Flax's arithmetic sees it (nnx: after promote_dtype).
       mask, axis_name: Flax's call argument and attribute.
       reduction_axes, feature_axes, epsilon: the module's attributes.
-      stats_dtype: the dtype Flax computes the mean of squares in.
+      stats_dtype: the dtype Flax computes the mean of squares in (None:
+        the caller's promotion mode refuses Flax's step to it).
       scale_dtype: the scale's dtype in Flax's arithmetic (None: no scale).
       out_dtype: the output dtype Flax's rules give, or None when they fail.
       scale_size: the scale's size where it is fixed already (nnx).
@@ -118,7 +122,7 @@ def rms_norm_declines(
         return why
     if out_dtype is None or np.dtype(out_dtype) not in KERNEL_DTYPES:
         return "output dtype"
-    return epsilon_declines(epsilon)
+    return epsilon_declines(epsilon, stats_dtype)
 
 
 def flax_rms_norm(

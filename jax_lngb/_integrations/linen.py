@@ -51,7 +51,7 @@ except ImportError as e:
 import jax
 import jax.numpy as jnp
 
-from .flax_common import canonical_axes
+from .flax_common import canonical_axes, statistics_dtype
 from .flax_layer_norm import flax_layer_norm, layer_norm_declines
 from .flax_rms_norm import flax_rms_norm, rms_norm_declines
 
@@ -91,9 +91,7 @@ class LayerNorm(nn.LayerNorm):
         if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
             return "x is not an array"
         x_dtype = jnp.result_type(x)
-        stats_dtype = self.dtype if self.dtype is not None else x_dtype
-        if getattr(self, "force_float32_reductions", True):
-            stats_dtype = jnp.promote_types(stats_dtype, jnp.float32)
+        stats_dtype = statistics_dtype(self.dtype, x_dtype, getattr(self, "force_float32_reductions", True))
         feat = canonical_axes(self.feature_axes, getattr(x, "ndim", 0))
         params = []
         if feat is not None:
@@ -168,9 +166,7 @@ class RMSNorm(nn.RMSNorm):
         if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
             return "x is not an array"
         x_dtype = jnp.result_type(x)
-        stats_dtype = self.dtype if self.dtype is not None else x_dtype
-        if self.force_float32_reductions:
-            stats_dtype = jnp.promote_types(stats_dtype, jnp.float32)
+        stats_dtype = statistics_dtype(self.dtype, x_dtype, self.force_float32_reductions)
         scale_dtype = None
         feat = canonical_axes(self.feature_axes, x.ndim)
         if self.use_scale and feat is not None:

@@ -38,6 +38,7 @@ except ImportError as e:
 import jax
 import jax.numpy as jnp
 
+from .flax_common import statistics_dtype
 from .flax_layer_norm import flax_layer_norm, layer_norm_declines
 from .flax_rms_norm import flax_rms_norm, rms_norm_declines
 
@@ -64,7 +65,7 @@ class LayerNorm(_nnx.LayerNorm):
             out_dtype = _nnx_dtypes.canonicalize_dtype(xp, scale, bias, dtype=self.dtype)
         except (TypeError, ValueError):
             return super().__call__(x, mask=mask)  # Flax's own error, if any
-        stats_dtype = jnp.promote_types(self.dtype if self.dtype is not None else xp.dtype, jnp.float32)
+        stats_dtype = statistics_dtype(self.dtype, xp.dtype, True)
         params = [p for p in (scale, bias) if p is not None]
         why = layer_norm_declines(
             xp,
@@ -111,7 +112,7 @@ class RMSNorm(_nnx.RMSNorm):
             out_dtype = _nnx_dtypes.canonicalize_dtype(xp, scale, dtype=self.dtype)
         except (TypeError, ValueError):
             return super().__call__(x, mask)  # Flax's own error, if any
-        stats_dtype = jnp.promote_types(self.dtype if self.dtype is not None else xp.dtype, jnp.float32)
+        stats_dtype = statistics_dtype(self.dtype, xp.dtype, True)
         why = rms_norm_declines(
             xp,
             mask=mask,
