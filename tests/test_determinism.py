@@ -62,6 +62,31 @@ for shape, vmaps in CASES:
             for r in jax.jit(f)(x, y):
                 h.update(np.asarray(r).tobytes())
         out[f"{shape}-{dt}"] = h.hexdigest()
+# The fused residual add + LayerNorm / RMSNorm: forward and VJP (y, h, the
+# input and parameter gradients), same dtypes and a float32 residual stream
+# under bfloat16 activations; short rows (16-row groups), a partial last
+# block, long rows (two-row backward tiles), several row blocks.
+def add_norm_step(fn, n_params):
+    def step(x, r, ps, dy, dh):
+        yh, vjp = jax.vjp(lambda x, r, *ps: fn(x, r, *ps), x, r, *ps)
+        return (*yh, *vjp((dy, dh)))
+    return jax.jit(step)
+ADD_NORMS = {
+    "add_layer_norm": (add_norm_step(lambda x, r, g, b: jax_lngb.add_layer_norm(x, r, g, b, epsilon=1e-5), 2), 2),
+    "add_rms_norm": (add_norm_step(lambda x, r, g: jax_lngb.add_rms_norm(x, r, g, epsilon=1e-6), 1), 1),
+    "add_layer_norm_zc": (add_norm_step(
+        lambda x, r, g: jax_lngb.add_layer_norm(x, r, g, epsilon=1e-5, zero_centered_gamma=True), 1), 1),
+}
+for shape in ((4096, 768), (3, 700, 100), (16, 20000)):
+    for dt, rdt in (("float32", "float32"), ("bfloat16", "bfloat16"), ("bfloat16", "float32")):
+        x, dy = (rng.standard_normal(shape).astype(np.float32).astype(jnp.dtype(dt)) for _ in range(2))
+        r, dh = (rng.standard_normal(shape).astype(np.float32).astype(jnp.dtype(rdt)) for _ in range(2))
+        gb = [rng.standard_normal(shape[-1]).astype(np.float32) for _ in range(2)]
+        for name, (f, n_params) in ADD_NORMS.items():
+            h = hashlib.sha256()
+            for a in f(x, r, gb[:n_params], dy, dh):
+                h.update(np.asarray(a).tobytes())
+            out[f"{name}-{shape}-{dt}-{rdt}"] = h.hexdigest()
 # NaN and Inf inputs, NaN in both operands of a product with opposite signs
 # included. "raw" hashes the NaN bits as computed, "canonical" only where
 # the NaNs are.

@@ -1,9 +1,11 @@
 // The residual add + norm kernels (add_norm.h): forward and fused backward
 // agree with float64 (h exactly x + residual rounded once to residual's
 // dtype, y the norm of that h), every executor gives the same bits (the
-// parameter sums depend on the shape alone), a norm without beta reads and
-// writes no bias, and every output element is written (outputs pre-filled
-// with garbage, for the sanitizer builds).
+// parameter sums depend on the shape alone), every ISA variant of the row
+// kernels gives the generic variant's bits, y and the statistics are
+// layer_norm's / rms_norm's bits for the stored h, a norm without beta
+// reads and writes no bias, and every output element is written (outputs
+// pre-filled with garbage, for the sanitizer builds).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,10 @@
 
 #include "harness.h"
 #include "kernels/add_norm.h"
+#include "kernels/add_norm_rows_table.h"
+#include "kernels/cpu_features.h"
+#include "kernels/layer_norm.h"
+#include "kernels/rms_norm.h"
 #include "support.h"
 
 namespace jax_lngb::test {
@@ -213,6 +219,150 @@ JAX_LNGB_TEST(add_norm_matches_float64_and_is_deterministic) {
   check_types<bf16_t, float>(gen, zoo);
   check_types<f16_t, f16_t>(gen, zoo);
   check_types<bf16_t, bf16_t>(gen, zoo);
+}
+
+struct RowsTable {
+  const char* name;
+  AddNormRowsTable table;
+};
+
+std::vector<RowsTable> runnable_row_tables() {
+  std::vector<RowsTable> out{{"generic", generic::add_norm_rows_table()}};
+#if defined(JAX_LNGB_HAVE_AVX2)
+  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::add_norm_rows_table()});
+#endif
+#if defined(JAX_LNGB_HAVE_AVX512)
+  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::add_norm_rows_table()});
+#endif
+  return out;
+}
+
+// Every ISA variant's row kernels, called directly (streaming stores on and
+// off, with and without beta), give the generic variant's bits. NaN and Inf
+// in some rows; row lengths cover the 16-row groups, partial blocks and the
+// two-row tiles of long rows.
+template <typename X, typename R>
+void check_isa_variants(std::mt19937_64& gen, const std::vector<RowsTable>& tables) {
+  for (const int64_t H : {5, 100, 257, 803, 20000}) {
+    const int64_t rows = H > 1000 ? 3 : 37, n = rows * H;
+    auto x = random_values<X>(gen, n, 1.0f);
+    const auto r = random_values<R>(gen, n, 3.0f);
+    const auto dy = random_values<X>(gen, n, 1.0f);
+    const auto dh = random_values<R>(gen, n, 1.0f);
+    const auto scale = random_values<float>(gen, H, 1.0f);
+    const auto beta = random_values<float>(gen, H, 1.0f);
+    x[H] = from_float<X>(NAN);
+    x[2 * H + H / 2] = from_float<X>(INFINITY);
+    for (int kind = 0; kind < 2; ++kind) {
+      for (const bool with_beta : {true, false}) {
+        if (kind == 1 && with_beta) continue;
+        for (const bool stream : {false, true}) {
+          std::vector<X> y0;
+          std::vector<R> h0, d0;
+          std::vector<float> s00, s10, g0, b0;
+          for (const auto& t : tables) {
+            std::vector<X> y = garbage<X>(n);
+            std::vector<R> h = garbage<R>(n), d = garbage<R>(n);
+            std::vector<float> s0(rows, -7.0f), s1(rows, -7.0f), g(H, 0.0f), b(H, 0.0f);
+            t.table.forward[kind][int(dtype_of<X>())][int(dtype_of<R>())](
+                x.data(), r.data(), rows, H, scale.data(), with_beta ? beta.data() : nullptr, 1e-5f, stream,
+                y.data(), h.data(), s0.data(), s1.data());
+            t.table.backward[kind][int(dtype_of<X>())][int(dtype_of<R>())](
+                dy.data(), dh.data(), h.data(), s0.data(), s1.data(), scale.data(), rows, H, 1e-5f, stream,
+                d.data(), g.data(), with_beta ? b.data() : nullptr);
+            t.table.stream_fence();
+            if (y0.empty()) {
+              y0 = y, h0 = h, d0 = d, s00 = s0, s10 = s1, g0 = g, b0 = b;
+              continue;
+            }
+            CHECK_MSG(same_bits(y, y0) && same_bits(h, h0) && same_bits(d, d0) && same_bits(s0, s00) &&
+                          same_bits(s1, s10) && same_bits(g, g0) && same_bits(b, b0),
+                      t.name << " differs from generic: H " << H << " kind " << kind << " beta " << with_beta
+                             << " stream " << stream);
+          }
+        }
+      }
+    }
+  }
+}
+
+JAX_LNGB_TEST(add_norm_row_kernels_same_bits_on_every_isa) {
+  std::mt19937_64 gen(77);
+  const auto tables = runnable_row_tables();
+  check_isa_variants<float, float>(gen, tables);
+  check_isa_variants<bf16_t, float>(gen, tables);
+  check_isa_variants<bf16_t, bf16_t>(gen, tables);
+  check_isa_variants<f16_t, f16_t>(gen, tables);
+}
+
+// y, mean and variance (LayerNorm) and y and rstd (RMSNorm) are the bits
+// layer_norm_forward / rms_norm_forward give for the h the fused forward
+// stored: the same formulas and the same association of every row sum.
+template <typename T>
+void check_norm_of_h(std::mt19937_64& gen, Executors& zoo, int64_t rows, int64_t H) {
+  const CpuExecutor& ex = zoo.all()[0].ex;
+  const int64_t n = rows * H;
+  const auto x = random_values<T>(gen, n, 1.0f);
+  const auto r = random_values<T>(gen, n, 4.0f);
+  const auto gamma = random_values<float>(gen, H, 1.0f);
+  const auto beta = random_values<float>(gen, H, 1.0f);
+  for (const AddNormKind kind : {AddNormKind::kLayer, AddNormKind::kRms}) {
+    const bool layer = kind == AddNormKind::kLayer;
+    std::vector<T> y(n), h(n), y2(n);
+    std::vector<float> s0(rows), s1(rows), t0(rows), t1(rows);
+    AddNormForwardProblem f;
+    f.kind = kind;
+    f.x_dtype = f.r_dtype = dtype_of<T>();
+    f.x = x.data();
+    f.residual = r.data();
+    f.gamma = gamma.data();
+    f.beta = layer ? beta.data() : nullptr;
+    f.y = y.data();
+    f.h = h.data();
+    f.mean = layer ? s0.data() : nullptr;
+    f.variance = layer ? s1.data() : nullptr;
+    f.rstd = layer ? nullptr : s0.data();
+    f.rows = rows;
+    f.cols = H;
+    f.epsilon = 1e-5f;
+    CHECK(add_norm_forward(f, ex) == nullptr);
+    if (layer) {
+      LayerNormForwardProblem l;
+      l.dtype = dtype_of<T>();
+      l.x = h.data();
+      l.gamma = gamma.data();
+      l.beta = beta.data();
+      l.y = y2.data();
+      l.mean = t0.data();
+      l.variance = t1.data();
+      l.rows = rows;
+      l.cols = H;
+      l.epsilon = 1e-5f;
+      CHECK(layer_norm_forward(l, ex) == nullptr);
+      CHECK_MSG(same_bits(s1, t1), "variance differs from layer_norm's, H " << H);
+    } else {
+      RmsNormForwardProblem m;
+      m.dtype = dtype_of<T>();
+      m.x = h.data();
+      m.gamma = gamma.data();
+      m.y = y2.data();
+      m.rstd = t0.data();
+      m.rows = rows;
+      m.cols = H;
+      m.epsilon = 1e-5f;
+      CHECK(rms_norm_forward(m, ex) == nullptr);
+    }
+    CHECK_MSG(same_bits(y, y2) && same_bits(s0, t0), "y or statistics differ from the norm's, H " << H);
+  }
+}
+
+JAX_LNGB_TEST(add_norm_forward_is_the_norm_of_h_bit_for_bit) {
+  std::mt19937_64 gen(5);
+  Executors zoo;
+  for (const int64_t H : {7, 64, 300, 768, 5000}) {
+    check_norm_of_h<float>(gen, zoo, 50, H);
+    check_norm_of_h<bf16_t>(gen, zoo, 50, H);
+  }
 }
 
 JAX_LNGB_TEST(add_norm_refuses_bad_problems) {

@@ -10,6 +10,8 @@ Sections (``--section``):
   against XLA autodiff and PyTorch.
 * ``rms_norm``: RMSNorm forward, backward and forward+backward against XLA
   autodiff and PyTorch.
+* ``add_norm``: the residual add fused with LayerNorm / RMSNorm against
+  the add and the norm unfused, XLA autodiff and PyTorch.
 * ``all``: every section, in this order.
 
 Two experiments beside it, each its own command: ``python -m
@@ -21,4 +23,4 @@ Run ``python -m jax_lngb.bench --help`` for the options. The modules here are
 tools, not part of the jax_lngb API.
 """
 
-SECTIONS = ("reduction", "layer_norm", "rms_norm")
+SECTIONS = ("reduction", "layer_norm", "rms_norm", "add_norm")

@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Benchmark jax_lngb's CPU kernels against XLA, NumPy, PyTorch and a streaming-read probe.",
     )
     p.add_argument("--section", choices=(*SECTIONS, "all"), default="reduction",
-                   help="what to measure (default: reduction; 'all' runs every section: reduction, layer_norm, rms_norm)")
+                   help="what to measure (default: reduction; 'all' runs every section: reduction, layer_norm, rms_norm, add_norm)")
     p.add_argument("--shapes", nargs="+", type=parse_shape, metavar="RxH",
                    help="shapes like 65536x768 or 4x128x768 (default: each section's list)")
     p.add_argument("--dtypes", nargs="+", type=parse_dtype, metavar="DT",

@@ -1,0 +1,84 @@
+"""`python -m jax_lngb.bench --section add_norm` on tiny shapes: it runs,
+reports every norm, pass and implementation with the bytes a fused pass
+moves, its targets, and the accuracy it measures is within the dtype
+tolerances. Timings are never asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+SHAPES = ["64x128", "3x40x96"]
+DTYPES = ["f32", "bf16"]
+NORMS = ("layer", "rms")
+PASSES = ("fwd", "bwd", "fwd+bwd")
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "add_norm.json"
+    cmd = [sys.executable, "-m", "jax_lngb.bench", "--section", "add_norm", "--shapes", *SHAPES,
+           "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1", "--json", str(out), "--no-progress"]
+    # Outside the source folder: `-m` puts the working directory on sys.path.
+    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def _torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_every_case_norm_pass_and_implementation(doc):
+    names = {"f32": "float32", "bf16": "bfloat16"}
+    got = [(tuple(c["shape"]), c["dtype"], c["extra"]["norm"], c["extra"]["pass"]) for c in doc["cases"]]
+    assert got == [(tuple(int(d) for d in s.split("x")), names[t], n, p)
+                   for s in SHAPES for t in DTYPES for n in NORMS for p in PASSES]
+    for c in doc["cases"]:
+        p = c["extra"]["pass"]
+        want = {"ours", "unfused", "xla", "probe"} | ({"torch"} if _torch_available() else set())
+        want |= {"ours_jit", "unfused_jit", "xla_jit"} if p == "fwd+bwd" else set()
+        assert set(c["results"]) == want, (c["label"], set(c["results"]))
+        for name, r in c["results"].items():
+            assert r["failed"] is None and r["ms"] > 0, (c["label"], name, r["failed"])
+        item = 4 if c["dtype"] == "float32" else 2
+        moved = {"fwd": 4, "bwd": 4, "fwd+bwd": 8}[p]
+        assert c["bytes_read"] == moved * item * c["extra"]["rows"] * c["extra"]["cols"]
+
+
+def test_accuracy_within_tolerance(doc):
+    tol = {"float32": 1e-4, "bfloat16": 1.6e-2}
+    for c in doc["cases"]:
+        params = {"layer": {"dgamma", "dbeta"}, "rms": {"dgamma"}}[c["extra"]["norm"]]
+        want = {"fwd": {"y", "h"}, "bwd": {"dx"} | params, "fwd+bwd": {"y", "h", "dx"} | params}[c["extra"]["pass"]]
+        for name in ("ours", "unfused", "ours_jit", "unfused_jit", "xla", "torch"):
+            r = c["results"].get(name)
+            if r is None:
+                continue
+            assert set(r["errors"]["per_output"]) == want, (c["label"], name)
+            assert r["errors"]["max_rel"] <= tol[c["dtype"]], (c["label"], name, r["errors"])
+
+
+def test_fused_and_unfused_return_the_same_h(doc):
+    # h is x + residual rounded once to residual's dtype either way: no error.
+    for c in doc["cases"]:
+        if c["extra"]["pass"] == "fwd":
+            for name in ("ours", "unfused"):
+                assert c["results"][name]["errors"]["per_output"]["h"]["max_abs"] == 0.0, (c["label"], name)
+
+
+def test_targets_only_at_the_headline_shape(doc):
+    # Off the headline shape only the accuracy targets apply.
+    whats = [t["what"] for t in doc["targets"]]
+    assert whats and all(w.startswith("every case:") for w in whats), whats
+    assert all(t["passed"] for t in doc["targets"]), doc["targets"]
