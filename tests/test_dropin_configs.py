@@ -417,3 +417,41 @@ def test_equinox_float64_runs_equinox():
         f = jax.jit(lambda m, x: jax.vmap(m)(x))
         _same(f(ours, x), f(theirs, x))
         assert FWD_CALL not in f.lower(ours, x).as_text()
+
+
+# ------------------------------------------------------- bias-free LayerNorm
+
+
+@pytest.mark.parametrize("lib", ["linen", "nnx", "equinox"])
+def test_without_bias_the_kernel_reads_no_bias(lib):
+    # use_bias=False maps onto layer_norm(x, gamma, None): the no-bias
+    # kernels run (no zero bias is materialised, no bias gradient formed),
+    # with Flax's / Equinox's results.
+    import equinox as eqx
+    import flax.linen as nn
+    from flax import nnx
+
+    from jax_lngb import equinox as jeqx
+    from jax_lngb import flax as jflax
+    from jax_lngb import nnx as jnnx
+    from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_NO_BETA_TARGET, LAYER_NORM_FORWARD_NO_BETA_TARGET
+
+    x = jax.random.normal(jax.random.key(7), (6, 16), jnp.float32) * 3 + 1
+    if lib == "linen":
+        ours_m, theirs_m = jflax.LayerNorm(use_bias=False), nn.LayerNorm(use_bias=False)
+        params = theirs_m.init(jax.random.key(0), x)
+        ours = lambda x: ours_m.apply(params, x)  # noqa: E731
+        theirs = lambda x: theirs_m.apply(params, x)  # noqa: E731
+    elif lib == "nnx":
+        ours_m = jnnx.LayerNorm(16, use_bias=False, rngs=nnx.Rngs(0))
+        theirs_m = nnx.LayerNorm(16, use_bias=False, rngs=nnx.Rngs(0))
+        ours, theirs = ours_m, theirs_m
+    else:
+        ours_m, theirs_m = jeqx.LayerNorm(16, use_bias=False), eqx.nn.LayerNorm(16, use_bias=False)
+        ours, theirs = jax.vmap(ours_m), jax.vmap(theirs_m)
+    np.testing.assert_allclose(np.asarray(ours(x)), np.asarray(theirs(x)), rtol=2e-5, atol=2e-5)
+    step = jax.jit(jax.grad(lambda x: (ours(x) ** 2).sum()))
+    hlo = step.lower(x).as_text()
+    assert LAYER_NORM_FORWARD_NO_BETA_TARGET in hlo and LAYER_NORM_BACKWARD_NO_BETA_TARGET in hlo
+    np.testing.assert_allclose(np.asarray(step(x)), np.asarray(jax.grad(lambda x: (theirs(x) ** 2).sum())(x)),
+                               rtol=1e-4, atol=1e-4)

@@ -120,7 +120,8 @@ class LayerNorm(_eqx.nn.LayerNorm):
         # we, which also keeps per-example gradients float32 until JAX has
         # summed them and they meet the parameter's own dtype.
         gamma = self.weight.astype(jnp.float32).reshape(n) if self.use_weight else jnp.ones((n,), jnp.float32)
-        beta = self.bias.astype(jnp.float32).reshape(n) if self.use_bias else jnp.zeros((n,), jnp.float32)
+        # Without a bias the kernel reads none and forms no bias gradient.
+        beta = self.bias.astype(jnp.float32).reshape(n) if self.use_bias else None
         # layer_norm rounds its float32 result once to its input's dtype:
         # 16-bit and float32 inputs go in as they are, others (integers) as
         # float32 like Equinox, and the result is cast back like Equinox.

@@ -143,7 +143,7 @@ def normalize_as_rows(x: jax.Array, params: tuple[tuple[jax.Array | None, float]
     x's reduction axes are moved last (in order) and flattened into H; each
     (parameter, fill) in `params` becomes a float32 [H] row: the parameter
     (as Flax stores it, sized by the feature axes) broadcast over the
-    reduced block, or `fill` where it is None. The caller's kernel_declines
+    reduced block, or `fill` where it is None (None where both are). The caller's kernel_declines
     must have accepted the call."""
     red = canonical_axes(reduction_axes, x.ndim)
     feat = canonical_axes(feature_axes, x.ndim)
@@ -160,9 +160,10 @@ def normalize_as_rows(x: jax.Array, params: tuple[tuple[jax.Array | None, float]
     feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
     block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
 
-    def as_row(p: jax.Array | None, fill: float) -> jax.Array:
+    def as_row(p: jax.Array | None, fill: float | None) -> jax.Array | None:
         if p is None:
-            return jnp.full((h,), fill, jnp.float32)
+            # fill None: the kernel takes no such row (a LayerNorm without bias).
+            return None if fill is None else jnp.full((h,), fill, jnp.float32)
         # float32, like the arithmetic Flax does with the parameters: the
         # gradient stays float32 until it meets the parameter's own dtype.
         p = jnp.broadcast_to(p.astype(jnp.float32).reshape(feature_shape), block_shape)

@@ -106,12 +106,13 @@ def flax_layer_norm(
     Args:
       x: an input layer_norm_declines accepted.
       scale, bias: the parameters as Flax stores them (their size is the
-        product of the feature axes' sizes), or None when unused.
+        product of the feature axes' sizes), or None when unused (without a
+        bias the kernel reads none and forms no bias gradient).
       reduction_axes, feature_axes: as Flax's LayerNorm takes them.
       epsilon: added to the variance.
       out_dtype: the output dtype Flax's dtype rules give for this call.
     """
     return normalize_as_rows(
-        x, ((scale, 1.0), (bias, 0.0)), reduction_axes=reduction_axes, feature_axes=feature_axes,
+        x, ((scale, 1.0), (bias, None)), reduction_axes=reduction_axes, feature_axes=feature_axes,
         out_dtype=out_dtype, kernel=lambda x2d, g, b: layer_norm(x2d, g, b, epsilon=epsilon),
     )
