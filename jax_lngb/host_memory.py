@@ -254,9 +254,12 @@ def time_both_ways(call: Callable[[], Any], calls: int = 5, warmup: int = 3) -> 
     starts only after `_SETTLED_CALLS` warm-up calls in a row fault fewer
     than `_SETTLED_FAULTS` pages each (at most `_MAX_SETTLE_CALLS` more).
     Where the opt-in was already on, or cannot apply, only that one way is
-    timed. Returns {"off_ms": float or None, "on_ms": float or None,
-    "enabled": bool, "faults_off": per call or None, "faults_on": per call
-    or None, "reason": str}."""
+    timed. Page faults are the median over the timed calls, so that one
+    call during which the heap still grew does not stand for all of them.
+    Returns {"off_ms": float or None, "on_ms": float or None, "enabled":
+    bool, "faults_off": per call or None, "faults_on": per call or None,
+    "settled": whether the heap settled before the timing with the opt-in
+    (None where that was not timed), "reason": str}."""
     import resource
     import statistics
     import time
@@ -264,30 +267,31 @@ def time_both_ways(call: Callable[[], Any], calls: int = 5, warmup: int = 3) -> 
     def minor_faults() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
-    def settle() -> None:
+    def settle() -> bool:
         clean = 0
         for _ in range(_MAX_SETTLE_CALLS):
             f0 = minor_faults()
             call()
             clean = clean + 1 if minor_faults() - f0 < _SETTLED_FAULTS else 0
             if clean == _SETTLED_CALLS:
-                return
+                return True
+        return False
 
     def timed(settled: bool) -> tuple[float, float]:
         for _ in range(warmup):
             call()
         if settled:
-            settle()
-        times = []
-        f0 = minor_faults()
+            out["settled"] = settle()
+        times, faults = [], []
         for _ in range(max(calls, 1)):
+            f0 = minor_faults()
             t0 = time.perf_counter()
             call()
             times.append((time.perf_counter() - t0) * 1e3)
-        faults = (minor_faults() - f0) / max(calls, 1)
-        return statistics.median(times), faults
+            faults.append(minor_faults() - f0)
+        return statistics.median(times), statistics.median(faults)
 
-    out: dict[str, Any] = {"off_ms": None, "on_ms": None, "faults_off": None, "faults_on": None}
+    out: dict[str, Any] = {"off_ms": None, "on_ms": None, "faults_off": None, "faults_on": None, "settled": None}
     if is_enabled():
         out["on_ms"], out["faults_on"] = timed(settled=True)
         out["reason"] = "the opt-in was already on: timed with it only"

@@ -5,10 +5,12 @@ the hypothesis profiles."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -224,3 +226,134 @@ else:
         os.environ.get("JAX_LNGB_HYPOTHESIS_PROFILE")
         or ("ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "dev")
     )
+
+
+# ------------------------------------------------------------ parallel runs
+#
+# pyproject.toml's addopts hand the tests to pytest-xdist workers
+# (`-n auto --dist loadfile --no-loadscope-reorder`). A test file is the
+# unit a worker takes: its module-scoped fixtures (several start a child
+# interpreter or build something) run once, and its jitted functions
+# compile once. (Finer units through --dist loadgroup and xdist_group marks
+# would be possible, but xdist 3.8 marks a group by editing node ids, which
+# pytest 9.2 no longer reads: the groups silently vanish.) This section
+# decides how many workers `auto` means and the order the files go out in:
+# files holding `slow` tests first, so that no minutes-long test starts
+# when the rest of the suite is done. A `huge_memory` test holds a lock
+# file while it runs, so two never run at once, from this run or another
+# pytest on the machine. Without xdist (`-p no:xdist`) the same options are
+# accepted and ignored, and `-n0` runs everything in this process, in file
+# order.
+
+# Memory a worker may need at its peak (the JAX runtime, compiled programs,
+# test arrays of a few hundred MiB, a child interpreter): `-n auto` starts no
+# more workers than the available memory holds.
+WORKER_MEMORY = 2 << 30
+HUGE_MEMORY_LOCK = "jax_lngb-huge-memory.lock"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask, lowered by a
+    cgroup v2 CPU quota where one is set."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo, or None where there is none."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per usable CPU, as many as the memory holds; no
+    worker process at all (the tests run in this one) when that comes to
+    one, or when every argument names single tests (`file.py::test`), where
+    starting workers would cost more than it saves."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    if config.args and all("::" in arg for arg in config.args):
+        return 0
+    workers = usable_cpus()
+    mem = available_memory_bytes()
+    if mem is not None:
+        workers = min(workers, max(1, mem // WORKER_MEMORY))
+    return workers if workers > 1 else 0
+
+
+def pytest_addoption(parser, pluginmanager):
+    # addopts name xdist's options; with the plugin blocked (-p no:xdist) or
+    # absent they would be rejected as unknown, so stand-ins accept them.
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist-absent", "pytest-xdist options, accepted and ignored: the plugin is not loaded")
+    # _addoption: pytest keeps lowercase short options for itself and
+    # xdist registers -n the same way.
+    group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
+    group.addoption("--dist", dest="dist", default="no", help="ignored")
+    group.addoption("--no-loadscope-reorder", dest="loadscopereorder", action="store_false", default=True,
+                    help="ignored")
+
+
+def pytest_collection_modifyitems(config, items):
+    # The workers' collections set the order in which files go out (with
+    # --no-loadscope-reorder, that of their first tests); a run in one
+    # process keeps file order.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: file order otherwise
+
+
+@contextlib.contextmanager
+def exclusive_lock(path):
+    """Holds an exclusive flock on `path` (created if missing) for the body
+    of the `with`: across threads, processes and xdist workers alike. Where
+    there is no fcntl (not POSIX) it holds nothing."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _one_huge_memory_test_at_a_time(request):
+    """A `huge_memory` test runs holding a lock file in the temporary
+    folder: two of them at once, from this run or another one on the
+    machine, could exhaust its memory (and the test's own check of the
+    available memory comes after the lock). Without fcntl (not POSIX) only
+    that check stands between them."""
+    if request.node.get_closest_marker("huge_memory") is None:
+        yield
+        return
+    with exclusive_lock(os.path.join(tempfile.gettempdir(), HUGE_MEMORY_LOCK)):
+        yield
+
+
+def run_shared_dir(tmp_path_factory) -> Path:
+    """A folder that every xdist worker of this run sees, and no other run:
+    the run's base temporary folder (the parent of a worker's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

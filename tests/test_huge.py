@@ -14,7 +14,13 @@ Memory: the inputs are generated straight into 64-byte aligned bf16 buffers
 (no float64 or float32 copy of a whole array) that XLA then uses in place;
 the reference works on 2048-row chunks. Peak RSS is about the 8.6 GB of
 inputs plus a few hundred MB. Skipped, with the numbers, when the machine
-(or its cgroup) has less memory available than that.
+(or its cgroup) has less memory available than that; marked huge_memory, so
+that no other such test runs at the same time (tests/conftest.py).
+
+Time: generating 2^32 random values and their reference dominates the test,
+so each chunk takes its values from the raw output of a bit generator (one
+32-bit word per value: its sign bit and bit 23 pick the value) and reduces
+them in float32, exact here, with a few passes over the chunk.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ GROUP_ROWS = ROWS // GROUPS
 N = ROWS * H
 INPUT_BYTES = 2 * N * 2
 HEADROOM = int(1.5 * 2**30)
-# Rows per chunk: the float64 temporaries (16 MiB) stay under glibc's mmap
+# Rows per chunk: the random words (16 MiB) stay under glibc's mmap
 # threshold, so they are recycled instead of page-faulted in afresh.
 GEN_CHUNK = 2048
 BF16 = np.dtype(jnp.bfloat16)
@@ -84,15 +90,17 @@ def bf16_bits(values) -> np.ndarray:
     return np.asarray(values, np.float32).astype(BF16).view(np.uint16)
 
 
-def random_bits(rng, rows: int) -> np.ndarray:
-    """bf16 bit patterns of random values from {-2, -1, 1, 2}, built from
-    random bytes (bit 0: sign, bit 1: exponent 127 or 128)."""
-    b = np.frombuffer(rng.bytes(rows * H), np.uint8).reshape(rows, H).astype(np.uint16)
-    return ((b & 1) << 15) | ((127 + ((b >> 1) & 1)) << 7)
+def f32_bits(value: float) -> int:
+    return int(np.float32(value).view(np.uint32))
 
 
-def to_float64(chunk_bits: np.ndarray) -> np.ndarray:
-    return (chunk_bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+# Random words -> float32 bit patterns of {-2, -1, 1, 2}: keep the sign bit
+# and bit 23 (the exponent's lowest), add the pattern of 1.0. Bit 23 set
+# turns 1.0 (0x3F800000) into 2.0 (0x40000000); all four are exact in bf16,
+# whose bits are the float32 bits' upper half.
+SIGN_AND_EXP_LSB = 0x80800000
+ONE_F32 = 0x3F800000
+assert {f32_bits(v) for v in (1, 2, -1, -2)} == {ONE_F32 + m for m in (0, 0x00800000, 0x80000000, 0x80800000)}
 
 
 # A wrapped 32-bit offset would read rows 0-2 instead of the last three:
@@ -107,8 +115,10 @@ def fill_and_reference(res: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.
 
     Chunks run on a few threads (NumPy releases the GIL; on a VM, touching
     8.6 GB of fresh memory is slow enough to be worth sharing out); each has
-    its own seeded generator, so the data never depend on scheduling, and
-    chunks never straddle a group boundary."""
+    its own seeded bit generator, so the data never depend on scheduling,
+    and chunks never straddle a group boundary. A chunk's sums are exact in
+    float32 (integers of magnitude at most 4 * GEN_CHUNK < 2^24) and are
+    added up in float64, exact too."""
     res_bits, dy_bits = res.view(np.uint16), dy.view(np.uint16)
     chunks = [
         (grp, r0, min((grp + 1) * GROUP_ROWS, r0 + GEN_CHUNK))
@@ -118,14 +128,19 @@ def fill_and_reference(res: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.
 
     def work(index: int) -> tuple[int, np.ndarray, np.ndarray]:
         grp, r0, r1 = chunks[index]
-        rng = np.random.default_rng([2024, index])
-        rb, db = random_bits(rng, r1 - r0), random_bits(rng, r1 - r0)
+        # One 32-bit word per value: [0] for res, [1] for dy.
+        words = np.random.PCG64([2024, index]).random_raw((r1 - r0) * H).view(np.uint32).reshape(2, r1 - r0, H)
+        np.bitwise_and(words, SIGN_AND_EXP_LSB, out=words)
+        np.add(words, ONE_F32, out=words)
         for row, (rv, dv) in SPECIAL_ROWS.items():
             if r0 <= row < r1:
-                rb[row - r0], db[row - r0] = bf16_bits(rv), bf16_bits(dv)
-        res_bits[r0:r1], dy_bits[r0:r1] = rb, db
-        d = to_float64(db)
-        return grp, (to_float64(rb) * d).sum(0), d.sum(0)
+                words[0, row - r0], words[1, row - r0] = f32_bits(rv), f32_bits(dv)
+        np.right_shift(words[0], 16, out=res_bits[r0:r1], casting="unsafe")
+        np.right_shift(words[1], 16, out=dy_bits[r0:r1], casting="unsafe")
+        r, d = words.view(np.float32)
+        sum_d = d.sum(0)
+        np.multiply(r, d, out=r)
+        return grp, r.sum(0).astype(np.float64), sum_d.astype(np.float64)
 
     g, b = np.zeros((GROUPS, H)), np.zeros((GROUPS, H))
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
@@ -136,6 +151,7 @@ def fill_and_reference(res: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.
 
 
 @pytest.mark.slow
+@pytest.mark.huge_memory
 def test_more_than_2_pow_31_elements(record_property):
     avail, source = available_memory()
     if avail < INPUT_BYTES + HEADROOM:
