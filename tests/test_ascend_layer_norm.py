@@ -269,3 +269,40 @@ def test_exported_training_step_holds_only_the_ascendc_calls():
         assert sorted(r["calls"]) == ["jax_lngb_ascend_layer_norm_backward", "jax_lngb_ascend_layer_norm_forward"], r
         # No jax.numpy row reduction: nothing reduces at all.
         assert r["n_reduce"] == 0, r
+
+
+EXPORT_FORMS = r"""
+import json, re
+import jax, jax.numpy as jnp
+import jax_lngb
+jax_lngb.ascend.register_platform("ascend")
+res = {}
+forms = {
+    "zero_centered": lambda x, g: jax_lngb.layer_norm(x, g, g, zero_centered_gamma=True),
+    "no_beta": lambda x, g: jax_lngb.layer_norm(x, g, None),
+    "rms_zero_centered": lambda x, g: jax_lngb.rms_norm(x, g, zero_centered_gamma=True),
+}
+for name, f in forms.items():
+    def step(x, gamma, ct):
+        y, back = jax.vjp(f, x, gamma)
+        return (y, *back(ct))
+    specs = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((512,), jnp.float32),
+             jax.ShapeDtypeStruct((256, 512), jnp.float32))
+    text = jax_lngb.export.export(jax.jit(step), platforms=["ascend"])(*specs).mlir_module()
+    res[name] = sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)", text)))
+print("RESULT " + json.dumps(res))
+"""
+
+
+def test_zero_centered_and_bias_free_forms_lower_to_the_ascendc_kernels():
+    # 1 + gamma is formed in float32 before the kernel (as on the CPU); a
+    # missing beta becomes an [H] zero for AscendC::LayerNorm and its
+    # pd_beta is dropped: the steps still hold the AscendC calls.
+    import json
+
+    proc = run_python(EXPORT_FORMS)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    ln_calls = ["jax_lngb_ascend_layer_norm_backward", "jax_lngb_ascend_layer_norm_forward"]
+    assert out["zero_centered"] == ln_calls and out["no_beta"] == ln_calls, out
+    assert out["rms_zero_centered"] == ["jax_lngb_ascend_rms_norm_backward", "jax_lngb_ascend_rms_norm_forward"], out

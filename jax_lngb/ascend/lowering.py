@@ -81,7 +81,7 @@ from jax.interpreters import mlir
 
 from . import layer_norm_kernels, tiling
 from .._ops.grad_beta import _grad_beta_jnp
-from .._ops.layer_norm.formulas import backward_jnp, forward_jnp, grad_jnp
+from .._ops.layer_norm.formulas import backward_jnp, forward_jnp, grad_jnp, kernel_gamma
 from .._ops.primitives import (
     ASCEND_LAYER_NORM_BACKWARD_TARGET,
     ASCEND_LAYER_NORM_FORWARD_TARGET,
@@ -345,10 +345,17 @@ def _tile_attrs(plan):
     )
 
 
-def _layer_norm_forward_rule(x, gamma, beta, *, epsilon, batch_dims, backward):
+def _layer_norm_forward_rule(*args, epsilon, batch_dims, backward, zero_centered_gamma=False, has_beta=True):
+    x, gamma, beta = args if has_beta else (*args, None)
     planned = None if batch_dims else _layer_norm_plan("forward", x.shape, x.dtype, epsilon)
     if planned is None:
-        return list(forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims))
+        return list(
+            forward_jnp(x, gamma, beta, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma)
+        )
+    # Without beta the kernel adds an [H] zero bias: AscendC::LayerNorm
+    # always takes one (a [rows, H] zero is never materialised).
+    if beta is None:
+        beta = jnp.zeros(gamma.shape, jnp.float32)
     hp, plan = planned
     h = x.shape[-1]
     stats = jax.ShapeDtypeStruct((plan.stat_elems,), jnp.float32)
@@ -357,7 +364,7 @@ def _layer_norm_forward_rule(x, gamma, beta, *, epsilon, batch_dims, backward):
         (jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype), stats, stats),
     )(
         _pad_h(x, hp),
-        _pad_h(gamma.astype(jnp.float32), hp),
+        _pad_h(kernel_gamma(gamma, zero_centered_gamma), hp),
         _pad_h(beta.astype(jnp.float32), hp),
         jnp.asarray(plan.to_array()),
         **_tile_attrs(plan),
@@ -366,36 +373,46 @@ def _layer_norm_forward_rule(x, gamma, beta, *, epsilon, batch_dims, backward):
     return [y[..., :h], unstat(mean), unstat(variance)]
 
 
-def _backward_operands(dy, x, variance, mean, gamma, hp, plan):
+def _backward_operands(dy, x, variance, mean, gamma, hp, plan, zero_centered_gamma):
     tiles = lambda v: layer_norm_kernels.stats_to_tiles(v, plan, jnp)  # noqa: E731
     return (
         _pad_h(dy, hp),
         _pad_h(x, hp),
         tiles(mean),
         tiles(variance),
-        _pad_h(gamma.astype(jnp.float32), hp),
+        _pad_h(kernel_gamma(gamma, zero_centered_gamma), hp),
         jnp.asarray(plan.to_array()),
     )
 
 
-def _layer_norm_grad_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims):
+def _layer_norm_grad_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
     planned = None if batch_dims else _layer_norm_plan("grad", x.shape, x.dtype, epsilon)
     if planned is None:
-        return list(grad_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims))
+        return list(
+            grad_jnp(
+                dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims,
+                zero_centered_gamma=zero_centered_gamma,
+            )
+        )
     hp, plan = planned
     h = x.shape[-1]
     out = jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype)
     pd_x, res = jax.ffi.ffi_call(ASCEND_LAYER_NORM_GRAD_TARGET, (out, out))(
-        *_backward_operands(dy, x, variance, mean, gamma, hp, plan), **_tile_attrs(plan)
+        *_backward_operands(dy, x, variance, mean, gamma, hp, plan, zero_centered_gamma), **_tile_attrs(plan)
     )
     return [pd_x[..., :h], res[..., :h]]
 
 
-def _layer_norm_backward_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype):
+def _layer_norm_backward_rule(
+    dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True
+):
     planned = None if batch_dims else _layer_norm_plan("backward", x.shape, x.dtype, epsilon, out_dtype)
     if planned is None:
         return list(
-            backward_jnp(dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype)
+            backward_jnp(
+                dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype,
+                zero_centered_gamma=zero_centered_gamma, has_beta=has_beta,
+            )
         )
     hp, plan = planned
     h = x.shape[-1]
@@ -405,13 +422,14 @@ def _layer_norm_backward_rule(dy, x, variance, mean, gamma, *, epsilon, batch_di
         ASCEND_LAYER_NORM_BACKWARD_TARGET,
         (jax.ShapeDtypeStruct(x.shape[:-1] + (hp,), x.dtype), param, param, workspace),
     )(
-        *_backward_operands(dy, x, variance, mean, gamma, hp, plan),
+        *_backward_operands(dy, x, variance, mean, gamma, hp, plan, zero_centered_gamma),
         **_tile_attrs(plan),
         combine_block_dim=np.uint32(plan.combine_block_dim),
         combine_cols_per_core=np.uint32(plan.combine_cols_per_core),
         num_groups=np.uint32(plan.num_groups),
     )
-    return [dx[..., :h], pd_gamma[:h], pd_beta[:h]]
+    # Without beta the kernel's pd_beta (LayerNormGradBeta forms it anyway) is dropped.
+    return [dx[..., :h], pd_gamma[:h], pd_beta[:h]] if has_beta else [dx[..., :h], pd_gamma[:h]]
 
 
 _LAYER_NORM_LOWERINGS = (
@@ -573,11 +591,13 @@ def _rstd_to_tiles(r, plan: RmsNormKernelPlan):
     return jnp.pad(r, ((0, 0), (0, plan.rstd_stride - plan.tile_rows))).reshape(-1)
 
 
-def _rms_norm_forward_rule(x, gamma, *, epsilon, batch_dims, backward):
+def _rms_norm_forward_rule(x, gamma, *, epsilon, batch_dims, backward, zero_centered_gamma=False):
     """The forward's Ascend lowering, traced by mlir.lower_fun."""
     plan = None if batch_dims else plan_rms_norm(x.shape, x.dtype, backward=False, epsilon=epsilon)
     if plan is None:
-        return list(_rms_norm_forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims))
+        return list(
+            _rms_norm_forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma)
+        )
     h = x.shape[-1]
     outs = (
         jax.ShapeDtypeStruct(x.shape[:-1] + (plan.h,), x.dtype),
@@ -585,18 +605,20 @@ def _rms_norm_forward_rule(x, gamma, *, epsilon, batch_dims, backward):
     )
     y, rstd = jax.ffi.ffi_call(RMS_NORM_FORWARD_TARGET, outs)(
         _pad_h(x, plan.h),
-        _pad_h(gamma.astype(jnp.float32), plan.h),
+        _pad_h(kernel_gamma(gamma, zero_centered_gamma), plan.h),
         jnp.asarray(plan.to_array()),  # the kernel's tiling, a device-resident constant
         **plan.attrs(),
     )
     return [y[..., :h], _rstd_from_tiles(rstd, plan, x.shape[:-1])]
 
 
-def _rms_norm_backward_rule(dy, x, rstd, gamma, *, batch_dims, out_dtype):
+def _rms_norm_backward_rule(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
     """The fused backward's Ascend lowering, traced by mlir.lower_fun."""
     plan = None if batch_dims else plan_rms_norm(x.shape, x.dtype, backward=True, out_dtype=out_dtype)
     if plan is None:
-        return _rms_norm_backward_portable(dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype)
+        return _rms_norm_backward_portable(
+            dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype, zero_centered_gamma=zero_centered_gamma
+        )
     h = x.shape[-1]
     outs = (
         jax.ShapeDtypeStruct(x.shape[:-1] + (plan.h,), x.dtype),
@@ -608,7 +630,7 @@ def _rms_norm_backward_rule(dy, x, rstd, gamma, *, batch_dims, out_dtype):
         _pad_h(dy, plan.h),
         _pad_h(x, plan.h),
         _rstd_to_tiles(rstd, plan),
-        _pad_h(gamma.astype(jnp.float32), plan.h),
+        _pad_h(kernel_gamma(gamma, zero_centered_gamma), plan.h),
         jnp.asarray(plan.to_array()),
         **plan.attrs(),
     )
