@@ -38,8 +38,7 @@ struct Options {
 // 0, or the exit status after printing what was wrong.
 inline int parse_options(int argc, char** argv, int default_reps, Options& o) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s ROWS COLS [f32|f16|bf16] [THREADS] [REPS] [EVICT_MIB] [SETTLE_MS]\n", argv[0]);
     return 2;
   }
   o.rows = std::atoll(argv[1]);

@@ -93,10 +93,10 @@ int run(const Options& o) {
   }
   const double k = median(t_kernel), pr = median(t_probe);
   const double gb = 2.0 * double(bytes) / 1e9;
-  std::printf("[%lld, %lld] %s, %d threads, median of %d: kernel %.3f ms (%.1f GB/s), probe %.3f ms (%.1f GB/s), "
-              "kernel / probe %.3f\n",
-              (long long)o.rows, (long long)o.cols, o.dtype, o.threads, o.reps, k * 1e3, gb / k, pr * 1e3, gb / pr,
-              k / pr);
+  std::printf(
+      "[%lld, %lld] %s, %d threads, median of %d: kernel %.3f ms (%.1f GB/s), probe %.3f ms (%.1f GB/s), "
+      "kernel / probe %.3f\n",
+      (long long)o.rows, (long long)o.cols, o.dtype, o.threads, o.reps, k * 1e3, gb / k, pr * 1e3, gb / pr, k / pr);
   return 0;
 }
 

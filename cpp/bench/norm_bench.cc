@@ -71,9 +71,9 @@ int run(const Options& o) {
   // Forwards first in every round: the backwards read their statistics.
   const char* names[6] = {"ln_forward", "ln_grad", "ln_backward", "rms_forward", "rms_grad", "rms_backward"};
   const std::function<const char*()> calls[6] = {
-      [&] { return layer_norm_forward(lf, ex); }, [&] { return layer_norm_grad(lg, ex); },
+      [&] { return layer_norm_forward(lf, ex); },  [&] { return layer_norm_grad(lg, ex); },
       [&] { return layer_norm_backward(lb, ex); }, [&] { return rms_norm_forward(rf, ex); },
-      [&] { return rms_norm_grad(rg, ex); },      [&] { return rms_norm_backward(rb, ex); }};
+      [&] { return rms_norm_grad(rg, ex); },       [&] { return rms_norm_backward(rb, ex); }};
   std::vector<double> t[6];
   constexpr int kWarmup = 1;
   for (int i = 0; i < kWarmup + o.reps; ++i) {

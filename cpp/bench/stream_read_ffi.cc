@@ -31,8 +31,7 @@ bool sub_byte(ffi::DataType t) {
   }
 }
 
-ffi::Error StreamReadCpuImpl(ffi::ThreadPool pool, ffi::RemainingArgs args,
-                             ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error StreamReadCpuImpl(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out) {
   if (out->element_type() != ffi::DataType::U32 || out->element_count() != 2)
     return invalid("stream_read returns uint32[2]");
   std::vector<StreamReadSpan> spans;

@@ -1,7 +1,7 @@
 // The probe's read loop, once per ISA; see simd.h for how this file is
 // compiled several times and cpu_features.h for how a variant is chosen.
-#include "kernels/base/simd.h"
 #include "bench/stream_read_table.h"
+#include "kernels/base/simd.h"
 
 namespace jax_lngb {
 namespace JAX_LNGB_ISA_NS {

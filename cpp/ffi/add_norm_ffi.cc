@@ -38,17 +38,18 @@ std::string row_pair(const char* a_name, const ffi::AnyBuffer& a, const char* b_
   return {};
 }
 
-ffi::Error ForwardImpl(AddNormKind kind, ffi::ThreadPool& pool, const ffi::AnyBuffer& x,
-                       const ffi::AnyBuffer& residual, const ffi::AnyBuffer& gamma, const ffi::AnyBuffer* beta,
-                       float epsilon, bool zero_centered, ffi::AnyBuffer& y, ffi::AnyBuffer& h,
-                       ffi::AnyBuffer* mean, ffi::AnyBuffer* variance, ffi::AnyBuffer* rstd) {
+ffi::Error ForwardImpl(AddNormKind kind, ffi::ThreadPool& pool, const ffi::AnyBuffer& x, const ffi::AnyBuffer& residual,
+                       const ffi::AnyBuffer& gamma, const ffi::AnyBuffer* beta, float epsilon, bool zero_centered,
+                       ffi::AnyBuffer& y, ffi::AnyBuffer& h, ffi::AnyBuffer* mean, ffi::AnyBuffer* variance,
+                       ffi::AnyBuffer* rstd) {
   DType tx, tr;
   if (auto e = row_pair("x", x, "residual", residual, &tx, &tr); !e.empty()) return invalid(e);
   const auto dims = x.dimensions();
   if (!ffi_util::like_rows(y, x)) return invalid("y buffer must match x " + dims_str(dims));
   if (!ffi_util::like_rows(h, residual)) return invalid("h buffer must match residual " + dims_str(dims));
   for (ffi::AnyBuffer* s : {mean, variance, rstd})
-    if (s && !ffi_util::like_row_stats(*s, x)) return invalid("statistics buffers must be float32 of shape x.shape[:-1]");
+    if (s && !ffi_util::like_row_stats(*s, x))
+      return invalid("statistics buffers must be float32 of shape x.shape[:-1]");
   ffi_util::ParamLayout lg, lb;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
   const bool has_beta = beta && beta->element_count() > 0;
@@ -60,10 +61,13 @@ ffi::Error ForwardImpl(AddNormKind kind, ffi::ThreadPool& pool, const ffi::AnyBu
   }
   if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   // Absent buffers stand in as ones already in the list.
-  if (auto e = ffi_util::first_overlap({{"y", &y}, {"h", &h}, {"mean", mean ? mean : &y},
-                                        {"variance", variance ? variance : &y}, {"rstd", rstd ? rstd : &y}},
-                                       {{"x", &x}, {"residual", &residual}, {"gamma", &gamma},
-                                        {"beta", has_beta ? beta : &gamma}});
+  if (auto e = ffi_util::first_overlap(
+          {{"y", &y},
+           {"h", &h},
+           {"mean", mean ? mean : &y},
+           {"variance", variance ? variance : &y},
+           {"rstd", rstd ? rstd : &y}},
+          {{"x", &x}, {"residual", &residual}, {"gamma", &gamma}, {"beta", has_beta ? beta : &gamma}});
       !e.empty())
     return invalid(e);
   if (ffi_util::overlap(y, h)) return invalid("y and h buffers share memory");
@@ -119,8 +123,13 @@ ffi::Error BackwardImpl(AddNormKind kind, ffi::ThreadPool& pool, const ffi::AnyB
   if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);
   if (auto e = ffi_util::first_overlap(
           {{"d_sum", &d_sum}, {"pd_gamma", &pd_gamma}, {"pd_beta", has_beta ? pd_beta : &pd_gamma}},
-          {{"dy", &dy}, {"dh", &dh}, {"h", &h}, {"gamma", &gamma}, {"mean", mean ? mean : &gamma},
-           {"variance", variance ? variance : &gamma}, {"rstd", rstd ? rstd : &gamma}});
+          {{"dy", &dy},
+           {"dh", &dh},
+           {"h", &h},
+           {"gamma", &gamma},
+           {"mean", mean ? mean : &gamma},
+           {"variance", variance ? variance : &gamma},
+           {"rstd", rstd ? rstd : &gamma}});
       !e.empty())
     return invalid(e);
   AddNormBackwardProblem p;

@@ -17,20 +17,16 @@ using ffi_util::invalid;
 using ffi_util::same_dims;
 
 ffi::Error GradBetaCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer res, ffi::AnyBuffer dy,
-                           ffi::Result<ffi::AnyBuffer> pd_gamma,
-                           ffi::Result<ffi::AnyBuffer> pd_beta) {
+                           ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta) {
   const auto in_dims = res.dimensions();
   const auto out_dims = pd_gamma->dimensions();
   if (in_dims.size() < 1) return invalid("res_for_gamma must have rank >= 1");
   if (!same_dims(dy.dimensions(), in_dims))
-    return invalid("dy shape " + dims_str(dy.dimensions()) + " != res_for_gamma shape " +
-                   dims_str(in_dims));
-  if (res.element_type() != dy.element_type())
-    return invalid("res_for_gamma and dy dtypes differ");
+    return invalid("dy shape " + dims_str(dy.dimensions()) + " != res_for_gamma shape " + dims_str(in_dims));
+  if (res.element_type() != dy.element_type()) return invalid("res_for_gamma and dy dtypes differ");
   const auto in_t = ffi_util::to_dtype(res.element_type());
   if (!in_t) return invalid("unsupported input dtype (need float32, float16 or bfloat16)");
-  if (pd_gamma->element_type() != pd_beta->element_type() ||
-      !same_dims(pd_beta->dimensions(), out_dims))
+  if (pd_gamma->element_type() != pd_beta->element_type() || !same_dims(pd_beta->dimensions(), out_dims))
     return invalid("pd_gamma and pd_beta buffers differ");
   const auto out_t = ffi_util::to_dtype(pd_gamma->element_type());
   if (!out_t) return invalid("unsupported output dtype");
@@ -38,13 +34,11 @@ ffi::Error GradBetaCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer res, ffi::AnyBuf
     return invalid("output rank must be between 1 and the input rank");
   const int64_t H = in_dims.back();
   if (out_dims.back() != H)
-    return invalid("output shape " + dims_str(out_dims) + " does not end in H = " +
-                   std::to_string(H));
+    return invalid("output shape " + dims_str(out_dims) + " does not end in H = " + std::to_string(H));
   int64_t groups = 1;
   for (size_t i = 0; i + 1 < out_dims.size(); ++i) {
     if (out_dims[i] != in_dims[i])
-      return invalid("output batch dims " + dims_str(out_dims) + " do not lead the input shape " +
-                     dims_str(in_dims));
+      return invalid("output batch dims " + dims_str(out_dims) + " do not lead the input shape " + dims_str(in_dims));
     groups *= out_dims[i];
   }
   int64_t rows = 1;

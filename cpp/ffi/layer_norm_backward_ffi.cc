@@ -25,17 +25,14 @@ ffi::Error Backward(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, f
   const auto dims = x.dimensions();
   DType t;
   if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
-  if (!ffi_util::like_rows(dy, x))
-    return invalid("dy must match x " + dims_str(dims));
-  if (!ffi_util::like_rows(*dx, x))
-    return invalid("dx buffer must match x " + dims_str(dims));
+  if (!ffi_util::like_rows(dy, x)) return invalid("dy must match x " + dims_str(dims));
+  if (!ffi_util::like_rows(*dx, x)) return invalid("dx buffer must match x " + dims_str(dims));
   for (const auto* s : {&variance, &mean}) {
-    if (!ffi_util::like_row_stats(*s, x))
-      return invalid("variance/mean must be float32 of shape x.shape[:-1]");
+    if (!ffi_util::like_row_stats(*s, x)) return invalid("variance/mean must be float32 of shape x.shape[:-1]");
   }
   const auto out_dims = pd_gamma->dimensions();
-  if (pd_beta != nullptr && (pd_gamma->element_type() != pd_beta->element_type() ||
-                             !same_dims(pd_beta->dimensions(), out_dims)))
+  if (pd_beta != nullptr &&
+      (pd_gamma->element_type() != pd_beta->element_type() || !same_dims(pd_beta->dimensions(), out_dims)))
     return invalid("pd_gamma and pd_beta buffers differ");
   DType out_t;
   if (auto e = ffi_util::reduced_out_layout(*pd_gamma, dims, &out_t); !e.empty()) return invalid(e);
@@ -74,23 +71,19 @@ ffi::Error Backward(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, f
   p.rows = rows;
   p.cols = dims.back();
   p.epsilon = epsilon;
-  if (const char* err = layer_norm_backward(p, ffi_util::make_executor(pool)))
-    return invalid(err);
+  if (const char* err = layer_norm_backward(p, ffi_util::make_executor(pool))) return invalid(err);
   return ffi::Error::Success();
 }
 
-ffi::Error BackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x,
-                           ffi::AnyBuffer variance, ffi::AnyBuffer mean, ffi::AnyBuffer gamma,
-                           float epsilon, ffi::Result<ffi::AnyBuffer> dx,
-                           ffi::Result<ffi::AnyBuffer> pd_gamma,
-                           ffi::Result<ffi::AnyBuffer> pd_beta) {
+ffi::Error BackwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer variance,
+                           ffi::AnyBuffer mean, ffi::AnyBuffer gamma, float epsilon, ffi::Result<ffi::AnyBuffer> dx,
+                           ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta) {
   return Backward(pool, dy, x, variance, mean, gamma, epsilon, dx, pd_gamma, &*pd_beta);
 }
 
-ffi::Error BackwardNoBetaCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x,
-                                 ffi::AnyBuffer variance, ffi::AnyBuffer mean, ffi::AnyBuffer gamma,
-                                 float epsilon, ffi::Result<ffi::AnyBuffer> dx,
-                                 ffi::Result<ffi::AnyBuffer> pd_gamma) {
+ffi::Error BackwardNoBetaCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer variance,
+                                 ffi::AnyBuffer mean, ffi::AnyBuffer gamma, float epsilon,
+                                 ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> pd_gamma) {
   return Backward(pool, dy, x, variance, mean, gamma, epsilon, dx, pd_gamma, nullptr);
 }
 

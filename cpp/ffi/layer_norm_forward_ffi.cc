@@ -21,8 +21,7 @@ ffi::Error Forward(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
   const auto dims = x.dimensions();
   DType t;
   if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
-  if (!ffi_util::like_rows(*y, x))
-    return invalid("y buffer must match x " + dims_str(dims));
+  if (!ffi_util::like_rows(*y, x)) return invalid("y buffer must match x " + dims_str(dims));
   for (auto* s : {&mean, &variance}) {
     if (!ffi_util::like_row_stats(**s, x))
       return invalid("mean/variance buffers must be float32 of shape x.shape[:-1]");
@@ -68,9 +67,9 @@ ffi::Error Forward(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
   return ffi::Error::Success();
 }
 
-ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
-                          ffi::AnyBuffer beta, float epsilon, ffi::Result<ffi::AnyBuffer> y,
-                          ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance) {
+ffi::Error ForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,
+                          float epsilon, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::AnyBuffer> mean,
+                          ffi::Result<ffi::AnyBuffer> variance) {
   return Forward(pool, x, gamma, &beta, epsilon, y, mean, variance);
 }
 

@@ -12,22 +12,18 @@ namespace ffi = xla::ffi;
 using ffi_util::dims_str;
 using ffi_util::invalid;
 
-ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x,
-                       ffi::AnyBuffer variance, ffi::AnyBuffer mean, ffi::AnyBuffer gamma,
-                       float epsilon, ffi::Result<ffi::AnyBuffer> pd_x,
+ffi::Error GradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer variance,
+                       ffi::AnyBuffer mean, ffi::AnyBuffer gamma, float epsilon, ffi::Result<ffi::AnyBuffer> pd_x,
                        ffi::Result<ffi::AnyBuffer> res) {
   const auto dims = x.dimensions();
   DType t;
   if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
-  if (!ffi_util::like_rows(dy, x))
-    return invalid("dy must match x " + dims_str(dims));
+  if (!ffi_util::like_rows(dy, x)) return invalid("dy must match x " + dims_str(dims));
   for (const auto* s : {&variance, &mean}) {
-    if (!ffi_util::like_row_stats(*s, x))
-      return invalid("variance/mean must be float32 of shape x.shape[:-1]");
+    if (!ffi_util::like_row_stats(*s, x)) return invalid("variance/mean must be float32 of shape x.shape[:-1]");
   }
   for (auto* o : {&pd_x, &res}) {
-    if (!ffi_util::like_rows(**o, x))
-      return invalid("pd_x/res_for_gamma buffers must match x " + dims_str(dims));
+    if (!ffi_util::like_rows(**o, x)) return invalid("pd_x/res_for_gamma buffers must match x " + dims_str(dims));
   }
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);

@@ -23,20 +23,18 @@ struct ParamLayout {
 
 // Checks a float32 parameter against the row operand's dims; on failure
 // returns the message.
-inline std::string param_layout(const char* name, const ffi::AnyBuffer& prm,
-                                ffi::Span<const int64_t> row_dims, ParamLayout* out) {
+inline std::string param_layout(const char* name, const ffi::AnyBuffer& prm, ffi::Span<const int64_t> row_dims,
+                                ParamLayout* out) {
   if (prm.element_type() != ffi::DataType::F32) return std::string(name) + " must be float32";
   const auto d = prm.dimensions();
   const int64_t H = row_dims.back();
   if (d.size() < 1 || d.back() != H || d.size() > row_dims.size())
-    return std::string(name) + " shape " + dims_str(d) + " is neither [H] nor [*G, H] for rows " +
-           dims_str(row_dims);
+    return std::string(name) + " shape " + dims_str(d) + " is neither [H] nor [*G, H] for rows " + dims_str(row_dims);
   ParamLayout l;
   l.group_dims = int64_t(d.size()) - 1;
   for (size_t i = 0; i + 1 < d.size(); ++i) {
     if (d[i] != row_dims[i])
-      return std::string(name) + " group dims " + dims_str(d) + " do not lead the rows " +
-             dims_str(row_dims);
+      return std::string(name) + " group dims " + dims_str(d) + " do not lead the rows " + dims_str(row_dims);
     l.groups *= d[i];
   }
   l.stride = l.group_dims > 0 ? H : 0;
@@ -87,8 +85,7 @@ inline std::string epsilon_error(float eps) {
 // The fused backwards' reduced output (pd_gamma, and LayerNorm's pd_beta of
 // the same layout): [*G, H] for the rows' dims [*G, *rows, H], in a
 // supported dtype. On success sets *out_t and returns an empty string.
-inline std::string reduced_out_layout(const ffi::AnyBuffer& out, ffi::Span<const int64_t> row_dims,
-                                      DType* out_t) {
+inline std::string reduced_out_layout(const ffi::AnyBuffer& out, ffi::Span<const int64_t> row_dims, DType* out_t) {
   const auto d = out.dimensions();
   const auto t = to_dtype(out.element_type());
   if (!t) return "unsupported pd_gamma dtype";

@@ -29,6 +29,6 @@ inline bool register_cpu_handler(const char* name, XLA_FFI_Handler* fn) {
 
 }  // namespace jax_lngb::ffi_util
 
-#define JAX_LNGB_CPU_HANDLER(target_name, symbol)          \
+#define JAX_LNGB_CPU_HANDLER(target_name, symbol)            \
   [[maybe_unused]] static const bool jax_lngb_reg_##symbol = \
       ::jax_lngb::ffi_util::register_cpu_handler(target_name, symbol)

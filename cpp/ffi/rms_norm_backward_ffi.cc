@@ -19,8 +19,7 @@ using ffi_util::invalid;
 
 // The checks both handlers share; on success fills dtype and gamma layout.
 std::string check_operands(const ffi::AnyBuffer& dy, const ffi::AnyBuffer& x, const ffi::AnyBuffer& rstd,
-                           const ffi::AnyBuffer& gamma, const ffi::AnyBuffer& dx, DType* t,
-                           ffi_util::ParamLayout* lg) {
+                           const ffi::AnyBuffer& gamma, const ffi::AnyBuffer& dx, DType* t, ffi_util::ParamLayout* lg) {
   if (auto e = ffi_util::row_operand(x, t); !e.empty()) return e;
   const auto dims = x.dimensions();
   if (!ffi_util::like_rows(dy, x)) return "dy must match x " + dims_str(dims);
@@ -36,8 +35,7 @@ ffi::Error RmsGradCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffe
   ffi_util::ParamLayout lg;
   if (auto e = check_operands(dy, x, rstd, gamma, *dx, &t, &lg); !e.empty()) return invalid(e);
   const auto dims = x.dimensions();
-  if (!ffi_util::like_rows(*res_for_gamma, x))
-    return invalid("res_for_gamma buffer must match x " + dims_str(dims));
+  if (!ffi_util::like_rows(*res_for_gamma, x)) return invalid("res_for_gamma buffer must match x " + dims_str(dims));
   if (auto e = ffi_util::first_overlap({{"dx", &*dx}, {"res_for_gamma", &*res_for_gamma}},
                                        {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}});
       !e.empty())

@@ -17,10 +17,8 @@ ffi::Error RmsForwardCpuImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuf
   const auto dims = x.dimensions();
   DType t;
   if (auto e = ffi_util::row_operand(x, &t); !e.empty()) return invalid(e);
-  if (!ffi_util::like_rows(*y, x))
-    return invalid("y buffer must match x " + dims_str(dims));
-  if (!ffi_util::like_row_stats(*rstd, x))
-    return invalid("rstd buffer must be float32 of shape x.shape[:-1]");
+  if (!ffi_util::like_rows(*y, x)) return invalid("y buffer must match x " + dims_str(dims));
+  if (!ffi_util::like_row_stats(*rstd, x)) return invalid("rstd buffer must be float32 of shape x.shape[:-1]");
   ffi_util::ParamLayout lg;
   if (auto e = ffi_util::param_layout("gamma", gamma, dims, &lg); !e.empty()) return invalid(e);
   if (auto e = ffi_util::epsilon_error(epsilon); !e.empty()) return invalid(e);

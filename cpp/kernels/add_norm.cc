@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "add_norm_rows.h"
-#include "layer_norm.h"  // kStreamOutputBytes
 #include "base/partition.h"
-#include "reduce_rows.h"
 #include "base/row_segments.h"
 #include "base/workspace.h"
+#include "layer_norm.h"  // kStreamOutputBytes
+#include "reduce_rows.h"
 
 namespace jax_lngb {
 namespace {

@@ -22,8 +22,8 @@ namespace jax_lngb {
 // stat1 the variance (LayerNorm; unused for RMSNorm). `stream` selects
 // non-temporal stores for y and h (never changes a value).
 using AddNormForwardRowsFn = void (*)(const void* x, const void* residual, int64_t rows, int64_t cols,
-                                      const float* scale, const float* beta, float epsilon, bool stream,
-                                      void* y, void* h, float* stat0, float* stat1);
+                                      const float* scale, const float* beta, float epsilon, bool stream, void* y,
+                                      void* h, float* stat0, float* stat1);
 
 // d_sum = round_R(dnorm(dy) + dh), and each row's x_hat * dy (and dy, when
 // acc_beta is not nullptr) added in row order into the float32
@@ -31,8 +31,7 @@ using AddNormForwardRowsFn = void (*)(const void* x, const void* residual, int64
 // (reduce_step.h).
 using AddNormBackwardRowsFn = void (*)(const void* dy, const void* dh, const void* h, const float* stat0,
                                        const float* stat1, const float* scale, int64_t rows, int64_t cols,
-                                       float epsilon, bool stream, void* d_sum, float* acc_gamma,
-                                       float* acc_beta);
+                                       float epsilon, bool stream, void* d_sum, float* acc_gamma, float* acc_beta);
 
 // Indexed [kind][dtype of x, y, dy][dtype of residual, h, dh, d_sum], kind
 // 0 LayerNorm, 1 RMSNorm (AddNormKind).

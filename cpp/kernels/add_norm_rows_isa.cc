@@ -25,12 +25,12 @@ void forward_erased(const void* x, const void* residual, int64_t rows, int64_t c
 
 template <typename D, typename R, bool kLayer>
 void backward_erased(const void* dy, const void* dh, const void* h, const float* stat0, const float* stat1,
-                     const float* scale, int64_t rows, int64_t cols, float eps, bool stream, void* d_sum,
-                     float* acc_g, float* acc_b) {
+                     const float* scale, int64_t rows, int64_t cols, float eps, bool stream, void* d_sum, float* acc_g,
+                     float* acc_b) {
   auto run = [&](auto kBeta) {
-    add_backward_rows<D, R, kLayer, decltype(kBeta)::value>(
-        static_cast<const D*>(dy), static_cast<const R*>(dh), static_cast<const R*>(h), stat0, stat1, scale, rows,
-        cols, eps, stream, static_cast<R*>(d_sum), acc_g, acc_b);
+    add_backward_rows<D, R, kLayer, decltype(kBeta)::value>(static_cast<const D*>(dy), static_cast<const R*>(dh),
+                                                            static_cast<const R*>(h), stat0, stat1, scale, rows, cols,
+                                                            eps, stream, static_cast<R*>(d_sum), acc_g, acc_b);
   };
   if constexpr (kLayer) {
     if (acc_b != nullptr) return run(std::true_type{});

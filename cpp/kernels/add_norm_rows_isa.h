@@ -15,9 +15,9 @@
 #include <type_traits>
 
 #include "base/lanes.h"
+#include "base/prefetch.h"
 #include "layer_norm_rows_isa.h"
 #include "norm_rows_common.h"
-#include "base/prefetch.h"
 #include "reduce_step.h"
 #include "rms_norm_rows_isa.h"
 
@@ -57,7 +57,7 @@ inline float h_shift(const X* x, const R* r, int64_t H) {
 // statistics and y are the norms' bits for this h.
 template <typename X, typename R, bool kLayer, bool kBeta, int kGroup>
 void add_forward_rows_impl(const X* x, const R* r, int64_t rows, int64_t H, const float* scale, const float* beta,
-                       float eps, bool stream, X* y, R* h, float* stat0, float* stat1) {
+                           float eps, bool stream, X* y, R* h, float* stat0, float* stat1) {
   // max(H, 1): an empty row's statistics are 0, not 0 / 0.
   const float fh = float(H > 0 ? H : 1);
   const float inv_h = rms_inv_h(H);
@@ -149,8 +149,8 @@ void add_forward_rows_impl(const X* x, const R* r, int64_t rows, int64_t H, cons
 // Rows of at most 128 columns (512 bytes of float32 scratch) go sixteen at
 // a time, as the norms' short rows do.
 template <typename X, typename R, bool kLayer, bool kBeta>
-void add_forward_rows(const X* x, const R* r, int64_t rows, int64_t H, const float* scale, const float* beta,
-                  float eps, bool stream, X* y, R* h, float* stat0, float* stat1) {
+void add_forward_rows(const X* x, const R* r, int64_t rows, int64_t H, const float* scale, const float* beta, float eps,
+                      bool stream, X* y, R* h, float* stat0, float* stat1) {
   if (H * int64_t(sizeof(float)) <= kGroupMaxRowBytes) {
     add_forward_rows_impl<X, R, kLayer, kBeta, 16>(x, r, rows, H, scale, beta, eps, stream, y, h, stat0, stat1);
   } else {
@@ -209,8 +209,8 @@ template <typename D, typename R>
 // whose adds the compiler drops.
 template <typename D, typename R, bool kLayer, bool kBeta, int kTile>
 void add_backward_rows_impl(const D* dy, const R* dh, const R* h, const float* stat0, const float* stat1,
-                        const float* scale, int64_t rows, int64_t H, float eps, bool stream, R* d_sum,
-                        float* acc_g, float* acc_b) {
+                            const float* scale, int64_t rows, int64_t H, float eps, bool stream, R* d_sum, float* acc_g,
+                            float* acc_b) {
   static_assert(kTile >= 1 && kTile <= kReduceRowBlock && kReduceRowBlock == 4,
                 "the sweep's dispatch covers tiles of 1 to 4 rows");
   const float inv_h = rms_inv_h(H);
@@ -301,16 +301,15 @@ void add_backward_rows_impl(const D* dy, const R* dh, const R* h, const float* s
 // backwards do. Fewer rows a tile add each column's rows in the same order:
 // the same bits.
 template <typename D, typename R, bool kLayer, bool kBeta>
-void add_backward_rows(const D* dy, const R* dh, const R* h, const float* stat0, const float* stat1,
-                   const float* scale, int64_t rows, int64_t H, float eps, bool stream, R* d_sum, float* acc_g,
-                   float* acc_b) {
+void add_backward_rows(const D* dy, const R* dh, const R* h, const float* stat0, const float* stat1, const float* scale,
+                       int64_t rows, int64_t H, float eps, bool stream, R* d_sum, float* acc_g, float* acc_b) {
   const int64_t tile_bytes = int64_t(kReduceRowBlock) * H * int64_t(sizeof(D) + 2 * sizeof(R));
   if (tile_bytes <= (int64_t(512) << 10)) {
     add_backward_rows_impl<D, R, kLayer, kBeta, 4>(dy, dh, h, stat0, stat1, scale, rows, H, eps, stream, d_sum, acc_g,
-                                               acc_b);
+                                                   acc_b);
   } else {
     add_backward_rows_impl<D, R, kLayer, kBeta, 2>(dy, dh, h, stat0, stat1, scale, rows, H, eps, stream, d_sum, acc_g,
-                                               acc_b);
+                                                   acc_b);
   }
 }
 

@@ -8,8 +8,8 @@
 
 namespace jax_lngb {
 
-void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta,
-                      int64_t col_chunk, const CpuExecutor& ex) {
+void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta, int64_t col_chunk,
+                      const CpuExecutor& ex) {
   const int64_t G = partials.groups, RB = partials.blocks, H = partials.cols;
   if (G == 0 || H == 0) return;
   col_chunk = std::max<int64_t>(1, std::min(col_chunk, H));
@@ -70,8 +70,7 @@ const char* grad_beta(const GradBetaProblem& p, const CpuExecutor& ex) {
   const int64_t group_bytes = R * H * 2 * esize;
   const int64_t groups_per_task =
       tasks_per_group > 1 ? 1 : std::max<int64_t>(1, kTargetBlockBytes / std::max<int64_t>(group_bytes, 1));
-  const int64_t num_tasks = tasks_per_group > 1 ? G * tasks_per_group
-                                                : (G + groups_per_task - 1) / groups_per_task;
+  const int64_t num_tasks = tasks_per_group > 1 ? G * tasks_per_group : (G + groups_per_task - 1) / groups_per_task;
 
   GradBetaPartials partials{thread_workspace(G * RB * 2 * H), G, RB, H};
   const char* res = static_cast<const char*>(p.res_for_gamma);

@@ -41,7 +41,7 @@ struct GradBetaPartials {
 // Adds the partials of each group in block order and narrows the sums once
 // into pd_gamma/pd_beta ([groups][cols] of out dtype). `col_chunk` sets the
 // granularity of the parallel split (it cannot change any result).
-void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta,
-                      int64_t col_chunk, const CpuExecutor& ex);
+void combine_partials(const GradBetaPartials& partials, DType out, void* pd_gamma, void* pd_beta, int64_t col_chunk,
+                      const CpuExecutor& ex);
 
 }  // namespace jax_lngb

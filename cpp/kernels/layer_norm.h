@@ -23,8 +23,8 @@ struct LayerNormForwardProblem {
   const void* x = nullptr;
   const float* gamma = nullptr;
   const float* beta = nullptr;  // nullptr: no bias, y = xhat * gamma (nothing added)
-  int64_t gamma_stride = 0;  // 0 or cols
-  int64_t beta_stride = 0;   // 0 or cols
+  int64_t gamma_stride = 0;     // 0 or cols
+  int64_t beta_stride = 0;      // 0 or cols
   void* y = nullptr;
   float* mean = nullptr;      // [groups * rows]
   float* variance = nullptr;  // [groups * rows], biased (divided by H)

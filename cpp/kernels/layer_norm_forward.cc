@@ -10,8 +10,7 @@ namespace jax_lngb {
 
 const char* layer_norm_forward(const LayerNormForwardProblem& p, const CpuExecutor& ex) {
   if (p.groups < 0 || p.rows < 0 || p.cols < 0) return "negative extent";
-  if ((p.gamma_stride != 0 && p.gamma_stride != p.cols) ||
-      (p.beta_stride != 0 && p.beta_stride != p.cols))
+  if ((p.gamma_stride != 0 && p.gamma_stride != p.cols) || (p.beta_stride != 0 && p.beta_stride != p.cols))
     return "gamma/beta stride must be 0 or cols";
   if (!is_valid_dtype(p.dtype)) return "unsupported dtype";
   const int64_t N = p.groups * p.rows, H = p.cols;

@@ -26,8 +26,8 @@ const char* layer_norm_grad(const LayerNormGradProblem& p, const CpuExecutor& ex
   ex.run(part.num_blocks, 2 * N * H * esize, [&](int64_t b) {
     for_group_segments(part.begin(b), part.end(b), p.rows, [&](int64_t g, int64_t r0, int64_t r1) {
       const int64_t off = r0 * H * esize;
-      fn(dy + off, x + off, p.variance + r0, p.mean + r0, p.gamma + g * p.gamma_stride, r1 - r0, H,
-         p.epsilon, stream, pd_x + off, res + off);
+      fn(dy + off, x + off, p.variance + r0, p.mean + r0, p.gamma + g * p.gamma_stride, r1 - r0, H, p.epsilon, stream,
+         pd_x + off, res + off);
     });
     if (stream) rows.stream_fence();
   });

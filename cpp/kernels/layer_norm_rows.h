@@ -22,9 +22,8 @@ namespace jax_lngb {
 // over the row, which stays in cache); rstd = 1 / sqrt(variance + epsilon).
 // Writes mean and variance (float32, one per row) for the backward.
 // beta == nullptr: y = (x - mean) * rstd * gamma, no bias read or added.
-using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma,
-                               const float* beta, float epsilon, bool stream, void* y, float* mean,
-                               float* variance);
+using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma, const float* beta,
+                               float epsilon, bool stream, void* y, float* mean, float* variance);
 
 // CANN LayerNormGrad (SPEC section 3) for each row, with the per-row
 // constants taken out of the sums:
@@ -35,9 +34,8 @@ using ForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const 
 //   res_for_gamma = x2 * rstd
 // pd_x and res_for_gamma are stored as T. `stream` selects non-temporal
 // stores for them (never changes a value).
-using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance,
-                            const float* mean, const float* gamma, int64_t rows, int64_t cols,
-                            float epsilon, bool stream, void* pd_x, void* res_for_gamma);
+using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance, const float* mean, const float* gamma,
+                            int64_t rows, int64_t cols, float epsilon, bool stream, void* pd_x, void* res_for_gamma);
 
 // The fused backward's rows (layer_norm_backward.cc): pd_x as GradRowsFn
 // computes it, and res_for_gamma, computed in float32 as well but never
@@ -47,16 +45,15 @@ using GradRowsFn = void (*)(const void* dy, const void* x, const float* variance
 // (any count adds in the same order). The sums are reduce_rows' over the
 // float32 res_for_gamma and dy widened to float32, bit for bit.
 // acc_beta == nullptr (a LayerNorm without beta): only the gamma sums.
-using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance,
-                              const float* mean, const float* gamma, int64_t rows, int64_t cols,
-                              float epsilon, bool stream, void* pd_x, float* acc_gamma,
-                              float* acc_beta);
+using GradReduceFn = void (*)(const void* dy, const void* x, const float* variance, const float* mean,
+                              const float* gamma, int64_t rows, int64_t cols, float epsilon, bool stream, void* pd_x,
+                              float* acc_gamma, float* acc_beta);
 
 struct LayerNormRowsTable {
   ForwardRowsFn forward[kNumDTypes];
   GradRowsFn grad[kNumDTypes];
   GradReduceFn grad_reduce[kNumDTypes];
-  void (*stream_fence)();           // orders non-temporal stores before a block is reported done
+  void (*stream_fence)();  // orders non-temporal stores before a block is reported done
 };
 
 // The table of the active ISA (see cpu_features.h).

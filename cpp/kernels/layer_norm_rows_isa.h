@@ -47,8 +47,8 @@ inline float shift_of(const T* row, int64_t H) {
 // gamma with no add at all, rather than the add of a zero bias read from
 // memory (which would also turn a -0 product into +0).
 template <typename T, bool kScratch, int kGroup, bool kBias = true>
-void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
-                       float eps, bool stream, T* y, float* mean, float* variance) {
+void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta, float eps,
+                       bool stream, T* y, float* mean, float* variance) {
   const float fh = float(H);
   float* xs = kScratch ? row_scratch(kGroup * H) : nullptr;
   for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
@@ -121,8 +121,8 @@ void forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, 
 }
 
 template <typename T, bool kBias>
-void forward_rows_bias(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
-                       float eps, bool stream, T* y, float* mean, float* variance) {
+void forward_rows_bias(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta, float eps,
+                       bool stream, T* y, float* mean, float* variance) {
   if (kWiden<T> && scratch_rows(H, 1)) {
     forward_rows_impl<T, true, 1, kBias>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
@@ -134,8 +134,8 @@ void forward_rows_bias(const T* x, int64_t rows, int64_t H, const float* gamma, 
 
 // beta == nullptr: no bias (see kBias above).
 template <typename T>
-void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta,
-                  float eps, bool stream, T* y, float* mean, float* variance) {
+void forward_rows(const T* x, int64_t rows, int64_t H, const float* gamma, const float* beta, float eps, bool stream,
+                  T* y, float* mean, float* variance) {
   if (beta != nullptr) {
     forward_rows_bias<T, true>(x, rows, H, gamma, beta, eps, stream, y, mean, variance);
   } else {
@@ -161,7 +161,8 @@ struct GradRowCoeffs {
 };
 
 // The row's constants from the sums of those terms.
-[[gnu::always_inline]] inline GradRowCoeffs grad_coeffs(const float* s, float variance, float mean, int64_t H, float eps) {
+[[gnu::always_inline]] inline GradRowCoeffs grad_coeffs(const float* s, float variance, float mean, int64_t H,
+                                                        float eps) {
   const float fh = float(H);
   const float inv_h = 1.0f / fh, two_h = 2.0f / fh;
   const float rs = 1.0f / std::sqrt(variance + eps);
@@ -174,8 +175,7 @@ struct GradRowCoeffs {
 struct GradLanes {
   Lanes a, b, rstd;
   GradLanes() = default;
-  explicit GradLanes(const GradRowCoeffs& k)
-      : a(Lanes::splat(k.a)), b(Lanes::splat(k.b)), rstd(Lanes::splat(k.rstd)) {}
+  explicit GradLanes(const GradRowCoeffs& k) : a(Lanes::splat(k.a)), b(Lanes::splat(k.b)), rstd(Lanes::splat(k.rstd)) {}
   Lanes pd_x(const Lanes& x2, const Lanes& x1) const { return (a * x2 + b) + x1 * rstd; }
   Lanes res(const Lanes& x2) const { return x2 * rstd; }
 };
@@ -185,9 +185,8 @@ struct GradLanes {
 // x2 = x - mean / x1 = dy * gamma are also stored, in float32, at x2_row /
 // x1_row for the second pass.
 template <typename T, bool kKeepX2, bool kKeepX1>
-inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, float mean,
-                                     const float* gamma, int64_t H, float eps, float* x2_row,
-                                     float* x1_row) {
+inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, float mean, const float* gamma,
+                                     int64_t H, float eps, float* x2_row, float* x1_row) {
   const Lanes mv = Lanes::splat(mean);
   float s[3];  // sum(x1 * x2), sum(x1), sum(x2)
   row_sums<2, 3>(
@@ -209,9 +208,8 @@ inline GradRowCoeffs grad_first_pass(const T* dr, const T* xr, float variance, f
 // there, GCC kept row_sums' accumulators on the stack (a store and a reload
 // per add; 25-40% slower).
 template <typename T, bool kKeepX2>
-[[gnu::noinline]] GradRowCoeffs grad_first_pass_outlined(const T* dr, const T* xr, float variance,
-                                                         float mean, const float* gamma, int64_t H,
-                                                         float eps, float* x2_row) {
+[[gnu::noinline]] GradRowCoeffs grad_first_pass_outlined(const T* dr, const T* xr, float variance, float mean,
+                                                         const float* gamma, int64_t H, float eps, float* x2_row) {
   return grad_first_pass<T, kKeepX2, false>(dr, xr, variance, mean, gamma, H, eps, x2_row, nullptr);
 }
 
@@ -220,9 +218,8 @@ template <typename T, bool kKeepX2>
 // with the rows' lanes added 16 rows at a time (group_row_sums). A function
 // of its own for the reason above.
 template <typename T>
-[[gnu::noinline]] void grad_first_pass_16(const T* dy, const T* x, const float* variance,
-                                          const float* mean, const float* gamma, int n, int64_t H,
-                                          float eps, GradRowCoeffs* coeffs) {
+[[gnu::noinline]] void grad_first_pass_16(const T* dy, const T* x, const float* variance, const float* mean,
+                                          const float* gamma, int n, int64_t H, float eps, GradRowCoeffs* coeffs) {
   float s[3][16];  // per row: sum(x1 * x2), sum(x1), sum(x2)
   group_row_sums<2, 3, 16>(
       n, H,
@@ -248,9 +245,8 @@ template <typename T>
 // (short rows, 16 at a time as in forward_rows_impl: their first passes
 // through grad_first_pass_16); the same arithmetic per row whatever kGroup.
 template <typename T, bool kScratch, int kGroup>
-void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
-                    const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-                    T* res) {
+void grad_rows_impl(const T* dy, const T* x, const float* variance, const float* mean, const float* gamma, int64_t rows,
+                    int64_t H, float eps, bool stream, T* pd_x, T* res) {
   static_assert(!kScratch || kGroup == 1, "the row scratch holds one row");
   float* x2s = kScratch ? row_scratch(2 * H) : nullptr;
   float* x1s = kScratch ? x2s + H : nullptr;
@@ -262,8 +258,8 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
     } else {
       for (int g = 0; g < n; ++g) {
         const int64_t r = r0 + g;
-        coeffs[g] = grad_first_pass<T, kScratch, kScratch>(dy + r * H, x + r * H, variance[r], mean[r],
-                                                           gamma, H, eps, x2s, x1s);
+        coeffs[g] = grad_first_pass<T, kScratch, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma, H, eps,
+                                                           x2s, x1s);
       }
     }
     for (int g = 0; g < n; ++g) {
@@ -315,9 +311,8 @@ void grad_rows_impl(const T* dy, const T* x, const float* variance, const float*
 // neither reloads nor reconverts x, dy and gamma. Short rows go 16 at a
 // time (kGroupMaxRowBytes, as in the forward).
 template <typename T>
-void grad_rows(const T* dy, const T* x, const float* variance, const float* mean,
-               const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-               T* res) {
+void grad_rows(const T* dy, const T* x, const float* variance, const float* mean, const float* gamma, int64_t rows,
+               int64_t H, float eps, bool stream, T* pd_x, T* res) {
   if (scratch_rows(H, 2)) {
     grad_rows_impl<T, true, 1>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, res);
   } else if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
@@ -349,9 +344,8 @@ void grad_rows(const T* dy, const T* x, const float* variance, const float* mean
 // its adds are dead code the compiler drops (as in RMSNorm's fused
 // backward); pd_gamma's arithmetic and order are unchanged.
 template <typename T, bool kScratch, int kTile, int kGroup, bool kBeta = true>
-void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean,
-                           const float* gamma, int64_t rows, int64_t H, float eps, bool stream,
-                           T* pd_x, float* acc_g, float* acc_b) {
+void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const float* mean, const float* gamma,
+                           int64_t rows, int64_t H, float eps, bool stream, T* pd_x, float* acc_g, float* acc_b) {
   static_assert(kTile >= 1 && kTile <= kReduceRowBlock && kReduceRowBlock == 4,
                 "the sweep's dispatch below covers tiles of 1 to 4 rows");
   static_assert(kGroup == kTile || (kGroup == 16 && 16 % kTile == 0 && !kScratch),
@@ -373,8 +367,8 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
     } else {
       for (int k = 0; k < n; ++k) {
         const int64_t r = r0 + k;
-        group_coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r],
-                                                                gamma, H, eps, kScratch ? x2s + k * H : nullptr);
+        group_coeffs[k] = grad_first_pass_outlined<T, kScratch>(dy + r * H, x + r * H, variance[r], mean[r], gamma, H,
+                                                                eps, kScratch ? x2s + k * H : nullptr);
       }
     }
     // The sweep, for the tile's kN rows (a constant, so it unrolls).
@@ -471,24 +465,23 @@ void grad_reduce_rows_impl(const T* dy, const T* x, const float* variance, const
 // and [128, 131072], than four at a time, although the accumulators are
 // then loaded and stored twice as often).
 template <typename T, bool kBeta>
-void grad_reduce_rows_beta(const T* dy, const T* x, const float* variance, const float* mean,
-                           const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-                           float* acc_g, float* acc_b) {
+void grad_reduce_rows_beta(const T* dy, const T* x, const float* variance, const float* mean, const float* gamma,
+                           int64_t rows, int64_t H, float eps, bool stream, T* pd_x, float* acc_g, float* acc_b) {
   if (scratch_rows(H, kReduceRowBlock)) {
     grad_reduce_rows_impl<T, true, 4, 4, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else if (H < kScratchMinCols) {
     grad_reduce_rows_impl<T, false, 4, 16, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g,
                                                   acc_b);
   } else {
-    grad_reduce_rows_impl<T, false, 2, 2, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
+    grad_reduce_rows_impl<T, false, 2, 2, kBeta>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g,
+                                                 acc_b);
   }
 }
 
 // acc_b == nullptr: no beta, no sum of dy (see kBeta above).
 template <typename T>
-void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean,
-                      const float* gamma, int64_t rows, int64_t H, float eps, bool stream, T* pd_x,
-                      float* acc_g, float* acc_b) {
+void grad_reduce_rows(const T* dy, const T* x, const float* variance, const float* mean, const float* gamma,
+                      int64_t rows, int64_t H, float eps, bool stream, T* pd_x, float* acc_g, float* acc_b) {
   if (acc_b != nullptr) {
     grad_reduce_rows_beta<T, true>(dy, x, variance, mean, gamma, rows, H, eps, stream, pd_x, acc_g, acc_b);
   } else {

@@ -45,16 +45,13 @@ ReduceRowsFn reduce_rows_fn(DType dtype, ReduceLoop loop) {
 }
 
 template <typename T>
-void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
-                 float* acc_gamma, float* acc_beta) {
+void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy, float* acc_gamma,
+                 float* acc_beta) {
   reduce_rows_fn(dtype_of<T>())(res, dy, rows, cols, ld_res, ld_dy, acc_gamma, acc_beta);
 }
 
-template void reduce_rows<float>(const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*,
-                                 float*);
-template void reduce_rows<f16_t>(const f16_t*, const f16_t*, int64_t, int64_t, int64_t, int64_t, float*,
-                                 float*);
-template void reduce_rows<bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t, float*,
-                                  float*);
+template void reduce_rows<float>(const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*, float*);
+template void reduce_rows<f16_t>(const f16_t*, const f16_t*, int64_t, int64_t, int64_t, int64_t, float*, float*);
+template void reduce_rows<bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t, float*, float*);
 
 }  // namespace jax_lngb

@@ -18,8 +18,8 @@ namespace jax_lngb {
 
 // res and dy point at row 0, column 0 of a [rows, cols] window whose rows
 // are ld_res / ld_dy elements apart. acc_* point at `cols` floats.
-using ReduceRowsFn = void (*)(const void* res, const void* dy, int64_t rows, int64_t cols,
-                              int64_t ld_res, int64_t ld_dy, float* acc_gamma, float* acc_beta);
+using ReduceRowsFn = void (*)(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
+                              int64_t ld_dy, float* acc_gamma, float* acc_beta);
 
 // The loops behind the reduction. All add each column's terms in row order
 // into the same float32 accumulators, so all give the same bits; they
@@ -86,7 +86,7 @@ inline ReduceLoop reduce_loop_for(int64_t total_bytes, int64_t row_bytes, CpuVen
 
 // Typed convenience wrapper (blocked loop).
 template <typename T>
-void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
-                 float* acc_gamma, float* acc_beta);
+void reduce_rows(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy, float* acc_gamma,
+                 float* acc_beta);
 
 }  // namespace jax_lngb

@@ -9,10 +9,10 @@ namespace JAX_LNGB_ISA_NS {
 
 namespace {
 template <typename T, bool kPrefetch = false, int kRows = kReduceRowBlock>
-void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
-            int64_t ld_dy, float* acc_g, float* acc_b) {
-  reduce_rows_impl<T, kPrefetch, kRows>(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols,
-                                        ld_res, ld_dy, acc_g, acc_b);
+void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy, float* acc_g,
+            float* acc_b) {
+  reduce_rows_impl<T, kPrefetch, kRows>(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res,
+                                        ld_dy, acc_g, acc_b);
 }
 // 16-bit rows from memory with prefetch: blocks of 3 rows for short rows,
 // 4 for long ones. Each row is a stream of its own with a prefetch ahead in
@@ -23,8 +23,8 @@ void erased(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t
 // With 4096-column chunks (8 KiB rows) 4 rows were 4-8% faster. float32
 // showed no difference and keeps kReduceRowBlock.
 template <typename T>
-void erased_prefetch16(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                       int64_t ld_dy, float* acc_g, float* acc_b) {
+void erased_prefetch16(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                       float* acc_g, float* acc_b) {
   if (cols * int64_t(sizeof(T)) <= 2048) {
     erased<T, true, 3>(res, dy, rows, cols, ld_res, ld_dy, acc_g, acc_b);
   } else {
@@ -32,10 +32,10 @@ void erased_prefetch16(const void* res, const void* dy, int64_t rows, int64_t co
   }
 }
 template <typename T>
-void erased_rowwise(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                     int64_t ld_dy, float* acc_g, float* acc_b) {
-  reduce_rows_rowwise_impl(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res,
-                            ld_dy, acc_g, acc_b);
+void erased_rowwise(const void* res, const void* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                    float* acc_g, float* acc_b) {
+  reduce_rows_rowwise_impl(static_cast<const T*>(res), static_cast<const T*>(dy), rows, cols, ld_res, ld_dy, acc_g,
+                           acc_b);
 }
 template <typename T>
 void erased_store_sums(const float* sums, void* dst, int64_t n) {

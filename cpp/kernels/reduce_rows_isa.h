@@ -43,8 +43,8 @@ inline void add_row(const T* x, const T* d, int64_t c0, int64_t cols, float* acc
 // go to L1, never the order of the additions, so every kRows gives the same
 // bits.
 template <typename T, bool kPrefetch = false, int kRows = kReduceRowBlock>
-void reduce_rows_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                      int64_t ld_dy, float* acc_g, float* acc_b) {
+void reduce_rows_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                      float* acc_g, float* acc_b) {
   static_assert(kRows >= 1, "a block has at least one row");
   constexpr int W = VecF::kWidth;
   constexpr int kCols = 2;
@@ -107,8 +107,8 @@ void reduce_rows_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int
 // ahead like the blocked loop. The per-column order of the additions is row
 // order, as above: both loops give the same bits.
 template <typename T>
-void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res,
-                               int64_t ld_dy, float* acc_g, float* acc_b) {
+void reduce_rows_rowwise_impl(const T* res, const T* dy, int64_t rows, int64_t cols, int64_t ld_res, int64_t ld_dy,
+                              float* acc_g, float* acc_b) {
   constexpr int W = VecF::kWidth;
   constexpr int kCols = 4;
   constexpr int64_t kStep = kCols * W;

@@ -25,14 +25,14 @@
 namespace jax_lngb {
 
 // y and the float32 rstd of each row.
-using RmsForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma,
-                                  float epsilon, bool stream, void* y, float* rstd);
+using RmsForwardRowsFn = void (*)(const void* x, int64_t rows, int64_t cols, const float* gamma, float epsilon,
+                                  bool stream, void* y, float* rstd);
 
 // dx and res_for_gamma, both stored as T (CANN's chain hands res_for_gamma
 // to LayerNormGradBeta through memory). `stream` selects non-temporal
 // stores (never changes a value).
-using RmsGradRowsFn = void (*)(const void* dy, const void* x, const float* rstd, const float* gamma,
-                               int64_t rows, int64_t cols, bool stream, void* dx, void* res_for_gamma);
+using RmsGradRowsFn = void (*)(const void* dy, const void* x, const float* rstd, const float* gamma, int64_t rows,
+                               int64_t cols, bool stream, void* dx, void* res_for_gamma);
 
 // The fused backward's rows: dx as RmsGradRowsFn computes it, and
 // res_for_gamma, computed in float32 but never stored, added with dy into
@@ -40,8 +40,8 @@ using RmsGradRowsFn = void (*)(const void* dy, const void* x, const float* rstd,
 // reduction step (reduce_step.h): rows in order, so the sums are
 // reduce_rows' pd_gamma over the float32 res_for_gamma and dy widened to
 // float32, bit for bit.
-using RmsGradReduceFn = void (*)(const void* dy, const void* x, const float* rstd, const float* gamma,
-                                 int64_t rows, int64_t cols, bool stream, void* dx, float* acc_gamma);
+using RmsGradReduceFn = void (*)(const void* dy, const void* x, const float* rstd, const float* gamma, int64_t rows,
+                                 int64_t cols, bool stream, void* dx, float* acc_gamma);
 
 struct RmsNormRowsTable {
   RmsForwardRowsFn forward[kNumDTypes];

@@ -33,8 +33,8 @@ inline float rms_inv_h(int64_t H) { return 1.0f / float(H > 0 ? H : 1); }
 // are added 16 rows at a time): the sums pass, then the output pass from
 // cache. The same arithmetic per row whatever kGroup: the same bits.
 template <typename T, int kGroup>
-void rms_forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, float eps, bool stream,
-                           T* y, float* rstd) {
+void rms_forward_rows_impl(const T* x, int64_t rows, int64_t H, const float* gamma, float eps, bool stream, T* y,
+                           float* rstd) {
   const float inv_h = rms_inv_h(H);
   for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
     const int n = int(rows - r0 < kGroup ? rows - r0 : kGroup);
@@ -91,8 +91,7 @@ struct RmsGradLanes {
 
 // The first pass's term: (dy * gamma) * x.
 template <typename T>
-[[gnu::always_inline]] inline Lanes rms_grad_term(const T* dr, const T* xr, const float* gamma, int64_t c,
-                                                   int64_t w) {
+[[gnu::always_inline]] inline Lanes rms_grad_term(const T* dr, const T* xr, const float* gamma, int64_t c, int64_t w) {
   prefetch_ahead(xr + c);
   prefetch_ahead(dr + c);
   return (load_n(dr + c, w) * load_n(gamma + c, w)) * load_n(xr + c, w);
@@ -111,8 +110,7 @@ template <typename T>
 // The sums of n (<= 16) short rows, 16 rows' lanes added at once: the same
 // bits as rms_grad_sum row by row.
 template <typename T>
-[[gnu::noinline]] void rms_grad_sum_16(const T* dy, const T* x, const float* gamma, int n, int64_t H,
-                                       float* out) {
+[[gnu::noinline]] void rms_grad_sum_16(const T* dy, const T* x, const float* gamma, int n, int64_t H, float* out) {
   float s[1][16];
   group_row_sums<4, 1, 16>(
       n, H, [&](int k, int64_t c, int64_t w, Lanes* t) { t[0] = rms_grad_term(dy + k * H, x + k * H, gamma, c, w); },
@@ -163,8 +161,8 @@ void rms_grad_rows_impl(const T* dy, const T* x, const float* rstd, const float*
 }
 
 template <typename T>
-void rms_grad_rows(const T* dy, const T* x, const float* rstd, const float* gamma, int64_t rows, int64_t H,
-                   bool stream, T* dx, T* res) {
+void rms_grad_rows(const T* dy, const T* x, const float* rstd, const float* gamma, int64_t rows, int64_t H, bool stream,
+                   T* dx, T* res) {
   if (H * int64_t(sizeof(T)) <= kGroupMaxRowBytes) {
     rms_grad_rows_impl<T, 16>(dy, x, rstd, gamma, rows, H, stream, dx, res);
   } else {
@@ -185,8 +183,8 @@ void rms_grad_rows(const T* dy, const T* x, const float* rstd, const float* gamm
 // rows, whose first passes go 16 at a time ahead of their four tiles'
 // sweeps.
 template <typename T, int kTile, int kGroup>
-void rms_grad_reduce_rows_impl(const T* dy, const T* x, const float* rstd, const float* gamma, int64_t rows,
-                               int64_t H, bool stream, T* dx, float* acc_g) {
+void rms_grad_reduce_rows_impl(const T* dy, const T* x, const float* rstd, const float* gamma, int64_t rows, int64_t H,
+                               bool stream, T* dx, float* acc_g) {
   static_assert(kTile >= 1 && kTile <= kReduceRowBlock && kReduceRowBlock == 4,
                 "the sweep's dispatch below covers tiles of 1 to 4 rows");
   static_assert(kGroup == kTile || (kGroup == 16 && 16 % kTile == 0), "tiles of a group of 16 short rows");

@@ -106,8 +106,10 @@ int main(int argc, char** argv) {
       std::printf("[ xfail ] %s: %s\n", c.name, c.xfail_reason);
       std::fflush(stdout);
       ok = fails_in_child(c);
-      if (ok) ++xfailed;
-      else std::fprintf(stderr, "  XPASS %s: the known defect is fixed; turn it into a plain case\n", c.name);
+      if (ok)
+        ++xfailed;
+      else
+        std::fprintf(stderr, "  XPASS %s: the known defect is fixed; turn it into a plain case\n", c.name);
     } else {
       std::printf("[ run   ] %s\n", c.name);
       std::fflush(stdout);

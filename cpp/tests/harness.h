@@ -38,29 +38,27 @@ int64_t failures_in_case();
 
 }  // namespace jax_lngb::test
 
-#define JAX_LNGB_TEST(name)                                                        \
-  static void name();                                                              \
-  [[maybe_unused]] static const ::jax_lngb::test::Registrar jax_lngb_test_reg_##name( \
-      #name, &name);                                                               \
+#define JAX_LNGB_TEST(name)                                                                         \
+  static void name();                                                                               \
+  [[maybe_unused]] static const ::jax_lngb::test::Registrar jax_lngb_test_reg_##name(#name, &name); \
   static void name()
 
-#define JAX_LNGB_XFAIL(name, why)                                                  \
-  static void name();                                                              \
-  [[maybe_unused]] static const ::jax_lngb::test::Registrar jax_lngb_test_reg_##name( \
-      #name, &name, why);                                                          \
+#define JAX_LNGB_XFAIL(name, why)                                                                        \
+  static void name();                                                                                    \
+  [[maybe_unused]] static const ::jax_lngb::test::Registrar jax_lngb_test_reg_##name(#name, &name, why); \
   static void name()
 
-#define CHECK(cond)                                                        \
-  do {                                                                     \
+#define CHECK(cond)                                                              \
+  do {                                                                           \
     if (!(cond)) ::jax_lngb::test::fail(__FILE__, __LINE__, "CHECK(" #cond ")"); \
   } while (0)
 
 // CHECK_MSG(cond, a << b << ...): the streamed message says what was tested.
-#define CHECK_MSG(cond, msg)                                       \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      std::ostringstream jax_lngb_os_;                             \
-      jax_lngb_os_ << "CHECK(" #cond ") " << msg;                  \
+#define CHECK_MSG(cond, msg)                                          \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      std::ostringstream jax_lngb_os_;                                \
+      jax_lngb_os_ << "CHECK(" #cond ") " << msg;                     \
       ::jax_lngb::test::fail(__FILE__, __LINE__, jax_lngb_os_.str()); \
-    }                                                              \
+    }                                                                 \
   } while (0)

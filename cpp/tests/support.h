@@ -233,10 +233,10 @@ Float64Sums float64_sums(const T* res, const T* dy, int64_t G, int64_t R, int64_
 // partition.h, float32 row-order sums per block, block partials added in
 // block order, one rounding to the output type.
 template <typename T, typename TOut>
-void model_grad_beta(const T* res, const T* dy, int64_t G, int64_t R, int64_t H, TOut* pd_gamma,
-                     TOut* pd_beta) {
+void model_grad_beta(const T* res, const T* dy, int64_t G, int64_t R, int64_t H, TOut* pd_gamma, TOut* pd_beta) {
   const ReducePartition part = make_reduce_partition(R, H, 2 * int64_t(sizeof(T)));
-  std::vector<float> sum_g(static_cast<size_t>(H)), sum_b(static_cast<size_t>(H)), blk_g(static_cast<size_t>(H)), blk_b(static_cast<size_t>(H));
+  std::vector<float> sum_g(static_cast<size_t>(H)), sum_b(static_cast<size_t>(H)), blk_g(static_cast<size_t>(H)),
+      blk_b(static_cast<size_t>(H));
   for (int64_t g = 0; g < G; ++g) {
     std::fill(sum_g.begin(), sum_g.end(), 0.0f);
     std::fill(sum_b.begin(), sum_b.end(), 0.0f);

@@ -265,11 +265,11 @@ void check_isa_variants(std::mt19937_64& gen, const std::vector<RowsTable>& tabl
             std::vector<R> h = garbage<R>(n), d = garbage<R>(n);
             std::vector<float> s0(rows, -7.0f), s1(rows, -7.0f), g(H, 0.0f), b(H, 0.0f);
             t.table.forward[kind][int(dtype_of<X>())][int(dtype_of<R>())](
-                x.data(), r.data(), rows, H, scale.data(), with_beta ? beta.data() : nullptr, 1e-5f, stream,
-                y.data(), h.data(), s0.data(), s1.data());
+                x.data(), r.data(), rows, H, scale.data(), with_beta ? beta.data() : nullptr, 1e-5f, stream, y.data(),
+                h.data(), s0.data(), s1.data());
             t.table.backward[kind][int(dtype_of<X>())][int(dtype_of<R>())](
-                dy.data(), dh.data(), h.data(), s0.data(), s1.data(), scale.data(), rows, H, 1e-5f, stream,
-                d.data(), g.data(), with_beta ? b.data() : nullptr);
+                dy.data(), dh.data(), h.data(), s0.data(), s1.data(), scale.data(), rows, H, 1e-5f, stream, d.data(),
+                g.data(), with_beta ? b.data() : nullptr);
             t.table.stream_fence();
             if (y0.empty()) {
               y0 = y, h0 = h, d0 = d, s00 = s0, s10 = s1, g0 = g, b0 = b;

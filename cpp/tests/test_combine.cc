@@ -84,8 +84,8 @@ JAX_LNGB_TEST(combine_partials_canonicalizes_nan) {
   for (uint32_t nan_bits : nans) {
     // G 1, RB 2, H 4: column 0 NaN in block 0, column 1 NaN in block 1,
     // column 2 Inf - Inf, column 3 finite.
-    std::vector<float> data = {bits_to_float(nan_bits), 1.f, INFINITY, 2.f, 3.f, 4.f, 5.f, 6.f,
-                               1.f, bits_to_float(nan_bits), -INFINITY, 2.f, 3.f, 4.f, 5.f, 6.f};
+    std::vector<float> data = {bits_to_float(nan_bits), 1.f,       INFINITY, 2.f, 3.f, 4.f, 5.f, 6.f, 1.f,
+                               bits_to_float(nan_bits), -INFINITY, 2.f,      3.f, 4.f, 5.f, 6.f};
     GradBetaPartials parts{data.data(), 1, 2, 4};
     std::vector<float> f32_g(4), f32_b(4);
     std::vector<bf16_t> bf_g(4), bf_b(4);

@@ -48,8 +48,10 @@ struct Format16 {
     if (a >= magnitude_or_overflow(hi)) return uint16_t(sign | exp_mask());
     while (hi - lo > 1) {
       const uint32_t mid = (lo + hi) / 2;
-      if (magnitude_or_overflow(mid) <= a) lo = mid;
-      else hi = mid;
+      if (magnitude_or_overflow(mid) <= a)
+        lo = mid;
+      else
+        hi = mid;
     }
     const double dlo = a - magnitude_or_overflow(lo), dhi = magnitude_or_overflow(hi) - a;
     uint32_t r = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1u) == 0 ? lo : hi);
@@ -74,8 +76,8 @@ void check_widening(const Format16& f) {
     if (f.is_nan(h)) {
       // The payload moves up unchanged (a signalling NaN stays signalling:
       // the kernels' arithmetic quiets it, the conversion does not).
-      const uint32_t want = (uint32_t(h & 0x8000u) << 16) | 0x7F800000u |
-                            (uint32_t(h & f.man_mask()) << (23 - f.man_bits));
+      const uint32_t want =
+          (uint32_t(h & 0x8000u) << 16) | 0x7F800000u | (uint32_t(h & f.man_mask()) << (23 - f.man_bits));
       CHECK_MSG(bits(got) == want, f.name << " pattern 0x" << std::hex << p << " widened to 0x" << bits(got));
     } else if (f.is_inf(h)) {
       CHECK_MSG(std::isinf(got) && std::signbit(got) == bool(h & 0x8000u), f.name << " inf 0x" << std::hex << p);
@@ -107,8 +109,8 @@ void check_narrowing_one(const Format16& f, float x) {
     return;
   }
   const uint16_t want = std::isinf(x) ? uint16_t((std::signbit(x) ? 0x8000u : 0u) | f.exp_mask()) : f.round(x);
-  CHECK_MSG(got == want, f.name << " from " << x << " (0x" << std::hex << bits(x) << ") gave 0x" << got
-                                << ", want 0x" << want);
+  CHECK_MSG(got == want,
+            f.name << " from " << x << " (0x" << std::hex << bits(x) << ") gave 0x" << got << ", want 0x" << want);
 }
 
 template <typename T>

@@ -159,13 +159,13 @@ void nan_inf_case(std::mt19937_64& gen, Executors& zoo) {
   std::vector<T> res = random_values<T>(gen, G * R * H), dy = random_values<T>(gen, G * R * H);
   auto at = [&](int64_t g, int64_t r, int64_t c) { return size_t((g * R + r) * H + c); };
   const T nan = from_float<T>(NAN), inf = from_float<T>(INFINITY), ninf = from_float<T>(-INFINITY);
-  res[at(0, 17, 3)] = nan;                              // gamma[3] NaN, beta[3] finite
-  dy[at(0, 5, 6)] = nan;                                // gamma[6], beta[6] NaN
-  dy[at(0, 2999, 4)] = inf;                             // beta[4] +inf
-  res[at(0, 100, 7)] = inf;                             // gamma[7] +/-inf (sign of dy there)
-  dy[at(0, 10, 8)] = inf, dy[at(0, 2000, 8)] = ninf;    // inf - inf: beta[8] NaN
+  res[at(0, 17, 3)] = nan;                                          // gamma[3] NaN, beta[3] finite
+  dy[at(0, 5, 6)] = nan;                                            // gamma[6], beta[6] NaN
+  dy[at(0, 2999, 4)] = inf;                                         // beta[4] +inf
+  res[at(0, 100, 7)] = inf;                                         // gamma[7] +/-inf (sign of dy there)
+  dy[at(0, 10, 8)] = inf, dy[at(0, 2000, 8)] = ninf;                // inf - inf: beta[8] NaN
   res[at(0, 50, 9)] = inf, dy[at(0, 50, 9)] = from_float<T>(0.0f);  // inf * 0: gamma[9] NaN
-  res[at(1, 0, 0)] = nan;                               // second group is independent
+  res[at(1, 0, 0)] = nan;                                           // second group is independent
   const auto got = run_kernel<T, float>(res, dy, G, R, H, zoo.pool(), zoo);
   check_against_model(res, dy, G, R, H, got, "nan/inf");
   auto isnan_at = [&](const std::vector<float>& v, int64_t g, int64_t c) { return std::isnan(v[size_t(g * H + c)]); };
@@ -207,8 +207,8 @@ JAX_LNGB_TEST(grad_beta_zero_rows_and_empty_problems) {
     const char* gb = reinterpret_cast<const char*>(g.data());
     const char* bb = reinterpret_cast<const char*>(b.data());
     for (int64_t i = 0; i < 24; ++i) {
-      CHECK_MSG(gb[i] == (i < bytes ? 0 : char(0xFF)) && bb[i] == (i < bytes ? 0 : char(0xFF)),
-                dtype_name(out) << " byte " << i);
+      CHECK_MSG(gb[i] == (i < bytes ? 0 : char(0xFF)) && bb[i] == (i < bytes ? 0 : char(0xFF)), dtype_name(out)
+                                                                                                    << " byte " << i);
     }
   }
   // No groups or no columns: nothing to read or write, null buffers are fine.
@@ -253,8 +253,8 @@ JAX_LNGB_TEST(grad_beta_concurrent_callers) {
         std::vector<float> want_g(static_cast<size_t>(G * H)), want_b(static_cast<size_t>(G * H));
         model_grad_beta(res.data(), dy.data(), G, R, H, want_g.data(), want_b.data());
         for (int64_t i = 0; i < G * H; ++i)
-          bad[size_t(c)] += bits(got.g[size_t(i)]) != bits(want_g[size_t(i)]) ||
-                            bits(got.b[size_t(i)]) != bits(want_b[size_t(i)]);
+          bad[size_t(c)] +=
+              bits(got.g[size_t(i)]) != bits(want_g[size_t(i)]) || bits(got.b[size_t(i)]) != bits(want_b[size_t(i)]);
       }
     });
   for (auto& t : callers) t.join();

@@ -74,8 +74,8 @@ struct RowResults {
 
 template <typename T>
 RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, const std::vector<T>& dy,
-                       const std::vector<float>& gamma, const std::vector<float>& beta, int64_t rows,
-                       int64_t H, bool stream) {
+                       const std::vector<float>& gamma, const std::vector<float>& beta, int64_t rows, int64_t H,
+                       bool stream) {
   const size_t n = size_t(rows * H);
   const float eps = 1e-5f;
   RowResults<T> o;
@@ -87,14 +87,13 @@ RowResults<T> run_rows(const LayerNormRowsTable& t, const std::vector<T>& x, con
   o.mean.assign(size_t(rows), -777.0f);
   o.var.assign(size_t(rows), -777.0f);
   const int d = int(dtype_of<T>());
-  t.forward[d](x.data(), rows, H, gamma.data(), beta.data(), eps, stream, o.y.data(), o.mean.data(),
-               o.var.data());
-  t.grad[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream,
-            o.pd_x.data(), o.res.data());
+  t.forward[d](x.data(), rows, H, gamma.data(), beta.data(), eps, stream, o.y.data(), o.mean.data(), o.var.data());
+  t.grad[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream, o.pd_x.data(),
+            o.res.data());
   o.acc_g.assign(size_t(H), 0.5f);
   o.acc_b.assign(size_t(H), 0.5f);
-  t.grad_reduce[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream,
-                   o.pd_x2.data(), o.acc_g.data(), o.acc_b.data());
+  t.grad_reduce[d](dy.data(), x.data(), o.var.data(), o.mean.data(), gamma.data(), rows, H, eps, stream, o.pd_x2.data(),
+                   o.acc_g.data(), o.acc_b.data());
   t.stream_fence();
   o.res32.resize(n);
   for (int64_t r = 0; r < rows; ++r) {
@@ -119,8 +118,8 @@ void check_rows_type(std::mt19937_64& gen) {
   // Widths around the 16-lane blocks, the pairs of blocks, the 4-accumulator
   // sums and the thresholds of the row scratches (LayerNormGrad's one row
   // from 256 to 32768 columns, the fused rows' four from 256 to 16384).
-  for (int64_t H : {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 16384, 16385,
-                    32769}) {
+  for (int64_t H :
+       {1, 2, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 16384, 16385, 32769}) {
     // 5 to 7 rows: a whole tile of the fused rows and a last one of 1 to 3;
     // rows of at most 256 columns 37 to 39: the short-row kernels add their
     // rows' lanes 16 rows at a time, so two whole groups and a partial one.
@@ -138,8 +137,8 @@ void check_rows_type(std::mt19937_64& gen) {
       const RowResults<T> want = run_rows(tables[0].table, x, dy, gamma, beta, rows, H, stream);
       for (const RowsTable& t : tables) {
         const RowResults<T> got = run_rows(t.table, x, dy, gamma, beta, rows, H, stream);
-        const std::string what = std::string(t.name) + " " + type_name<T>() + " H " + std::to_string(H) +
-                                 (stream ? " streamed" : "");
+        const std::string what =
+            std::string(t.name) + " " + type_name<T>() + " H " + std::to_string(H) + (stream ? " streamed" : "");
         CHECK_MSG(same_bits(got.y, want.y) && same_bits(got.mean, want.mean) && same_bits(got.var, want.var),
                   "forward differs from generic: " << what);
         CHECK_MSG(same_bits(got.pd_x, want.pd_x) && same_bits(got.res, want.res),
@@ -266,9 +265,9 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
   // Several row blocks, groups, a width with a tail, rows of one, nothing
   // at all, and long rows (the fused backward's tiles of four rows cut short
   // by the block end, with and without the tile scratch).
-  for (const Shape s : {Shape{1, 3000, 40}, Shape{3, 700, 33}, Shape{1, 1, 5}, Shape{4, 1, 64}, Shape{2, 0, 8},
-                        Shape{1, 9, 1}, Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049},
-                        Shape{1, 7, 9000}, Shape{1, 5, 16400}}) {
+  for (const Shape s :
+       {Shape{1, 3000, 40}, Shape{3, 700, 33}, Shape{1, 1, 5}, Shape{4, 1, 64}, Shape{2, 0, 8}, Shape{1, 9, 1},
+        Shape{1, 50, 2000}, Shape{2, 23, 4500}, Shape{1, 6, 2049}, Shape{1, 7, 9000}, Shape{1, 5, 16400}}) {
     const int64_t n = s.G * s.R * s.H;
     const std::vector<T> x = random_values<T>(gen, n, 1.5f);
     const std::vector<T> dy = random_values<T>(gen, n);
@@ -280,15 +279,13 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
         beta[i] = 0.1f * nd(gen);
       }
       const DriverResults<T> want = run_drivers(x, dy, gamma, beta, s.G, s.R, s.H, per_group, zoo.all()[0].ex, zoo);
-      const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " +
-                                std::to_string(s.R) + ", " + std::to_string(s.H) + "]" +
-                                (per_group ? " per-group gamma" : "");
+      const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " + std::to_string(s.R) +
+                                ", " + std::to_string(s.H) + "]" + (per_group ? " per-group gamma" : "");
       for (const NamedExecutor& e : zoo.all()) {
         const DriverResults<T> got = run_drivers(x, dy, gamma, beta, s.G, s.R, s.H, per_group, e.ex, zoo);
         CHECK_MSG(same_bits(got.y, want.y) && same_bits(got.mean, want.mean) && same_bits(got.var, want.var) &&
-                      same_bits(got.pd_x, want.pd_x) && same_bits(got.res, want.res) &&
-                      same_bits(got.dx, want.dx) && same_bits(got.pd_gamma, want.pd_gamma) &&
-                      same_bits(got.pd_beta, want.pd_beta),
+                      same_bits(got.pd_x, want.pd_x) && same_bits(got.res, want.res) && same_bits(got.dx, want.dx) &&
+                      same_bits(got.pd_gamma, want.pd_gamma) && same_bits(got.pd_beta, want.pd_beta),
                   e.name << " changes bits: " << shape);
       }
       // The fused backward's dx is LayerNormGrad's pd_x; its sums are the
@@ -303,7 +300,8 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
             const double res = (to_float(x[i]) - m) * rs, d = to_float(dy[i]);
             sg += res * d;
             sb += d;
-            ag += std::fabs(res * d) + 8 * std::ldexp(1.0, -24) * (std::fabs(to_float(x[i])) + std::fabs(m)) * rs * std::fabs(d);
+            ag += std::fabs(res * d) +
+                  8 * std::ldexp(1.0, -24) * (std::fabs(to_float(x[i])) + std::fabs(m)) * rs * std::fabs(d);
             ab += std::fabs(d);
           }
           CHECK_MSG(std::fabs(want.pd_gamma[g * s.H + c] - sg) <= sum_error_bound(sg, ag, s.R + 8, DType::kF32),
@@ -343,8 +341,8 @@ void check_no_beta_type(std::mt19937_64& gen, Executors& zoo) {
     std::normal_distribution<float> nd;
     for (float& g : gamma) g = 1.0f + 0.2f * nd(gen);
     const DriverResults<T> want = run_drivers(x, dy, gamma, zero, s.G, s.R, s.H, true, zoo.all()[0].ex, zoo);
-    const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " +
-                              std::to_string(s.R) + ", " + std::to_string(s.H) + "]";
+    const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " + std::to_string(s.R) +
+                              ", " + std::to_string(s.H) + "]";
     for (const NamedExecutor& e : zoo.all()) {
       const T junk = from_float<T>(-777.0f);
       std::vector<T> y(size_t(n), junk), dx(size_t(n), junk);

@@ -15,8 +15,7 @@
 namespace jax_lngb::test {
 namespace {
 
-void check_each_task_once(const Spawner& spawn, int64_t max_threads, int64_t num_tasks, const char* what,
-                          bool jitter) {
+void check_each_task_once(const Spawner& spawn, int64_t max_threads, int64_t num_tasks, const char* what, bool jitter) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(num_tasks > 0 ? num_tasks : 0));
   for (auto& h : hits) h.store(0);
   std::atomic<int64_t> returned{0};

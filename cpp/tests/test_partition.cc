@@ -45,8 +45,22 @@ void check_partition(int64_t rows, int64_t cols, int64_t bpe) {
 }
 
 JAX_LNGB_TEST(partition_tiles_rows_and_columns) {
-  const int64_t rows_list[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 100, 1000, 4096, 65537, int64_t(1) << 21,
-                               (int64_t(1) << 21) + 3, int64_t(1) << 28};
+  const int64_t rows_list[] = {0,
+                               1,
+                               2,
+                               15,
+                               16,
+                               17,
+                               31,
+                               32,
+                               33,
+                               100,
+                               1000,
+                               4096,
+                               65537,
+                               int64_t(1) << 21,
+                               (int64_t(1) << 21) + 3,
+                               int64_t(1) << 28};
   const int64_t cols_list[] = {0, 1, 7, 8, 63, 64, 127, 128, 129, 768, 1024, 4097, 70001, int64_t(1) << 20};
   for (int64_t rows : rows_list)
     for (int64_t cols : cols_list)

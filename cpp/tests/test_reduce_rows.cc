@@ -152,8 +152,8 @@ void check_widening_loads(const IsaTable& isa) {
     for (int64_t i = 0; i < n; ++i) {
       const float want = to_float(dy[size_t(i)]);
       CHECK_MSG(same_result(b[size_t(i)], want) && same_result(g[size_t(i)], want),
-                isa.name << " loop " << k << " " << type_name<T>() << " pattern 0x" << std::hex << i
-                         << " loaded as " << b[size_t(i)]);
+                isa.name << " loop " << k << " " << type_name<T>() << " pattern 0x" << std::hex << i << " loaded as "
+                         << b[size_t(i)]);
     }
   }
 }

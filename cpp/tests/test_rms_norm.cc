@@ -104,8 +104,8 @@ void check_rows_type(std::mt19937_64& gen) {
       const RowResults<T> want = run_rows(tables[0].table, x, dy, gamma, rows, H, stream);
       for (const RowsTable& t : tables) {
         const RowResults<T> got = run_rows(t.table, x, dy, gamma, rows, H, stream);
-        const std::string what = std::string(t.name) + " " + type_name<T>() + " H " + std::to_string(H) +
-                                 (stream ? " streamed" : "");
+        const std::string what =
+            std::string(t.name) + " " + type_name<T>() + " H " + std::to_string(H) + (stream ? " streamed" : "");
         CHECK_MSG(same_bits(got.y, want.y) && same_bits(got.rstd, want.rstd), "forward differs from generic: " << what);
         CHECK_MSG(same_bits(got.dx, want.dx) && same_bits(got.res, want.res),
                   "grad rows differ from generic: " << what);
@@ -133,11 +133,13 @@ void check_rows_type(std::mt19937_64& gen) {
         for (int64_t c = 0; c < H; ++c) {
           const double xv = to_float(x[r * H + c]);
           const double y = xv * rs * gamma[c];
-          CHECK_MSG(std::fabs(to_float(want.y[r * H + c]) - y) <= 2 * u * std::fabs(y) + 1e-5 * std::fabs(y) + 2 * half_min_subnormal(dtype_of<T>()),
+          CHECK_MSG(std::fabs(to_float(want.y[r * H + c]) - y) <=
+                        2 * u * std::fabs(y) + 1e-5 * std::fabs(y) + 2 * half_min_subnormal(dtype_of<T>()),
                     "y " << type_name<T>() << " H " << H << " at " << r << "," << c);
           const double g = to_float(dy[r * H + c]) * double(gamma[c]);
           const double dx = rs * g - xv * rs * rs * rs * s / double(H);
-          const double tol = 2 * u * std::fabs(dx) + 2 * half_min_subnormal(dtype_of<T>()) + 1e-5 * (std::fabs(rs * g) + std::fabs(xv) * rs * rs * rs * sa / double(H));
+          const double tol = 2 * u * std::fabs(dx) + 2 * half_min_subnormal(dtype_of<T>()) +
+                             1e-5 * (std::fabs(rs * g) + std::fabs(xv) * rs * rs * rs * sa / double(H));
           CHECK_MSG(std::fabs(to_float(want.dx[r * H + c]) - dx) <= tol,
                     "dx " << type_name<T>() << " H " << H << " at " << r << "," << c << ": "
                           << to_float(want.dx[r * H + c]) << " vs " << dx);
@@ -239,9 +241,8 @@ void check_drivers_type(std::mt19937_64& gen, Executors& zoo) {
       std::normal_distribution<float> nd;
       for (auto& v : gamma) v = 1.0f + 0.2f * nd(gen);
       const DriverResults<T> want = run_drivers(x, dy, gamma, s.G, s.R, s.H, per_group, zoo.all()[0].ex, zoo);
-      const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " +
-                                std::to_string(s.R) + ", " + std::to_string(s.H) + "]" +
-                                (per_group ? " per-group gamma" : "");
+      const std::string shape = std::string(type_name<T>()) + " [" + std::to_string(s.G) + ", " + std::to_string(s.R) +
+                                ", " + std::to_string(s.H) + "]" + (per_group ? " per-group gamma" : "");
       for (const NamedExecutor& e : zoo.all()) {
         const DriverResults<T> got = run_drivers(x, dy, gamma, s.G, s.R, s.H, per_group, e.ex, zoo);
         CHECK_MSG(same_bits(got.y, want.y) && same_bits(got.rstd, want.rstd) && same_bits(got.dx, want.dx) &&

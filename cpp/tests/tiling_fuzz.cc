@@ -113,8 +113,9 @@ bool same(const GradBetaTiling& a, const GradBetaTiling& b) {
 void check_query(const TilingQuery& q) {
   const auto want = reference_tiling(q);
   const auto got = tiling_under_test(q);
-  CHECK_MSG(want.has_value() == got.has_value() && (!want || same(*want, *got)),
-            "B " << q.b << " S " << q.s << " H " << q.h << " bytes " << q.stack_buffer_bytes << " type " << q.type_size);
+  CHECK_MSG(
+      want.has_value() == got.has_value() && (!want || same(*want, *got)),
+      "B " << q.b << " S " << q.s << " H " << q.h << " bytes " << q.stack_buffer_bytes << " type " << q.type_size);
   if (got) {
     // Invariants the kernel relies on, whatever the reference says.
     CHECK(uint64_t(got->loop_round) * got->one_cal_size + got->input_tail_size == got->bsh_length);

@@ -101,9 +101,10 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
   if (orig_h < 1 || orig_h > q.h)
     fail("original_h must be in [1, h = " + std::to_string(q.h) + "]; got " + std::to_string(orig_h));
   if ((q.h * in_ts) % 32 != 0 || (q.h * out_ts) % 32 != 0)
-    fail("h * type_size must be a multiple of 32 bytes for the input and the output (pad H with "
-         "zeros); got h = " + std::to_string(q.h) + " with type sizes " + std::to_string(in_ts) +
-         " and " + std::to_string(out_ts));
+    fail(
+        "h * type_size must be a multiple of 32 bytes for the input and the output (pad H with "
+        "zeros); got h = " +
+        std::to_string(q.h) + " with type sizes " + std::to_string(in_ts) + " and " + std::to_string(out_ts));
   if (q.num_cores < 1 || q.num_cores > 65535)
     fail("num_cores must be in [1, 65535]; got " + std::to_string(q.num_cores));
   if (q.ub_bytes < 1024 || uint64_t(q.ub_bytes) > kU32Max)
@@ -125,15 +126,16 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
   // bisection finds the exact fit.
   uint64_t tile_rows = 0, buffer_num = 0;
   for (uint64_t bn : {2u, 1u}) {
-    auto fits = [&](uint64_t r) {
-      return partials_ub_bytes(r, h, in_ts, stack_bytes_for(q, r, api_reuse), bn) <= ub;
-    };
+    auto fits = [&](uint64_t r) { return partials_ub_bytes(r, h, in_ts, stack_bytes_for(q, r, api_reuse), bn) <= ub; };
     if (!fits(1)) continue;
     const uint64_t per_row = partials_ub_bytes(1, h, in_ts, 0, bn) - partials_ub_bytes(0, h, in_ts, 0, bn);
     uint64_t lo = 1, hi = std::min<uint64_t>({rows, ub / per_row + 1, max_call_rows});  // fits(lo), hi a bound
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (fits(mid)) lo = mid; else hi = mid - 1;
+      if (fits(mid))
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     tile_rows = lo;
     buffer_num = bn;
@@ -141,9 +143,8 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
   }
   if (tile_rows == 0) {
     const uint64_t need = partials_ub_bytes(1, h, in_ts, stack_bytes_for(q, 1, api_reuse), 1);
-    fail("a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " +
-         std::to_string(h) + " (LayerNormGradBeta never splits H): needs at least " +
-         std::to_string(need) + " bytes");
+    fail("a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " + std::to_string(h) +
+         " (LayerNormGradBeta never splits H): needs at least " + std::to_string(need) + " bytes");
   }
 
   GradBetaKernelPlan p;
@@ -166,10 +167,9 @@ GradBetaKernelPlan plan_grad_beta_kernel(const GradBetaPlanRequest& q) {
   // sliced off by the caller).
   const int64_t hh = int64_t(h);
   try {
-    p.api_tile = layer_norm_grad_beta_nd_tiling_info({1, int64_t(tile_rows), hh, hh}, int64_t(stack), 4,
-                                                     api_reuse);
-    p.api_last = layer_norm_grad_beta_nd_tiling_info({1, int64_t(t.last_tile_rows), hh, hh},
-                                                     int64_t(stack), 4, api_reuse);
+    p.api_tile = layer_norm_grad_beta_nd_tiling_info({1, int64_t(tile_rows), hh, hh}, int64_t(stack), 4, api_reuse);
+    p.api_last =
+        layer_norm_grad_beta_nd_tiling_info({1, int64_t(t.last_tile_rows), hh, hh}, int64_t(stack), 4, api_reuse);
   } catch (const TilingError& e) {
     fail(std::string("the sharedTmpBuffer does not suit LayerNormGradBeta: ") + e.what());
   }

@@ -42,9 +42,9 @@ enum class TmpBufferPolicy {
 // originalHLength == the padded H, and at most kMaxRowsPerCall3510 rows per
 // call on the 3510 implementation.
 struct NpuArchDefaults {
-  int64_t ub_bytes;    // unified buffer a TPipe may use on one core
-  int64_t num_cores;   // default upper bound on block_dim
-  const char* block;   // what block_dim counts: "vector cores" or "AI cores"
+  int64_t ub_bytes;     // unified buffer a TPipe may use on one core
+  int64_t num_cores;    // default upper bound on block_dim
+  const char* block;    // what block_dim counts: "vector cores" or "AI cores"
   bool grad_beta_3510;  // LayerNormGradBeta is the 3510 implementation
 };
 
@@ -53,16 +53,16 @@ inline constexpr uint32_t kMaxRowsPerCall3510 = 65535;
 NpuArchDefaults npu_arch_defaults(NpuArch arch);
 
 struct GradBetaPlanRequest {
-  int64_t rows = 0;            // B*S
-  int64_t h = 0;               // storage H; h * in_type_size and h * out_type_size multiples of 32
-  int64_t original_h = 0;      // the real H (<= h), for information only
-  int64_t in_type_size = 4;    // 2 (half) or 4 (float)
-  int64_t out_type_size = 4;   // 2 (half) or 4 (float)
-  int64_t ub_bytes = 196608;   // unified buffer per vector core
-  int64_t num_cores = 8;       // vector cores available (upper bound on block_dim)
+  int64_t rows = 0;           // B*S
+  int64_t h = 0;              // storage H; h * in_type_size and h * out_type_size multiples of 32
+  int64_t original_h = 0;     // the real H (<= h), for information only
+  int64_t in_type_size = 4;   // 2 (half) or 4 (float)
+  int64_t out_type_size = 4;  // 2 (half) or 4 (float)
+  int64_t ub_bytes = 196608;  // unified buffer per vector core
+  int64_t num_cores = 8;      // vector cores available (upper bound on block_dim)
   TmpBufferPolicy tmp_policy = TmpBufferPolicy::kAuto;
-  int64_t tmp_bytes = 0;       // for kBytes
-  bool is_reuse_source = false;  // float only
+  int64_t tmp_bytes = 0;                 // for kBytes
+  bool is_reuse_source = false;          // float only
   NpuArch npu_arch = NpuArch::kDav2201;  // which LayerNormGradBeta implementation runs the tiles
 };
 
@@ -70,10 +70,10 @@ struct GradBetaKernelPlan {
   jax_lngb_ascend::GradBetaKernelTiling tiling{};
   LayerNormGradBetaTiling api_tile;  // decoded copies of tiling.api_tile / api_last
   LayerNormGradBetaTiling api_last;
-  uint32_t block_dim = 0;            // cores of the partials kernel
-  uint32_t combine_block_dim = 0;    // cores of the combine kernel
-  uint64_t workspace_bytes = 0;      // fp32 [num_groups, 2, h]
-  uint64_t ub_bytes_used = 0;        // partials kernel
+  uint32_t block_dim = 0;          // cores of the partials kernel
+  uint32_t combine_block_dim = 0;  // cores of the combine kernel
+  uint64_t workspace_bytes = 0;    // fp32 [num_groups, 2, h]
+  uint64_t ub_bytes_used = 0;      // partials kernel
   uint64_t combine_ub_bytes_used = 0;
 
   std::vector<uint8_t> pack() const;  // the kernel's tiling bytes (224)

@@ -19,21 +19,21 @@
 namespace jax_lngb_ascend {
 
 struct GradBetaKernelTiling {
-  uint32_t rows;              // B*S: rows of the [rows, h_length] inputs
-  uint32_t h_length;          // storage H (zero padded to 32 bytes)
-  uint32_t tile_rows;         // rows per LayerNormGradBeta call
-  uint32_t num_tiles;         // ceil(rows / tile_rows)
-  uint32_t last_tile_rows;    // rows of the last tile
-  uint32_t tiles_per_group;   // consecutive tiles per group (last group may have fewer)
-  uint32_t num_groups;        // fp32 partials in the workspace: [num_groups, 2, h_length]
-  uint32_t buffer_num;        // 2: double-buffered queues; 1 when H is too large for that
-  uint32_t is_reuse_source;   // float inputs: LayerNormGradBeta<float, true> on the input tile
-  uint32_t stack_buffer_bytes;      // sharedTmpBuffer handed to LayerNormGradBeta
-  uint32_t combine_cols_per_core;   // columns of H per core in the combine kernel
-  uint32_t combine_chunk_cols;      // columns per unified-buffer chunk there
+  uint32_t rows;                   // B*S: rows of the [rows, h_length] inputs
+  uint32_t h_length;               // storage H (zero padded to 32 bytes)
+  uint32_t tile_rows;              // rows per LayerNormGradBeta call
+  uint32_t num_tiles;              // ceil(rows / tile_rows)
+  uint32_t last_tile_rows;         // rows of the last tile
+  uint32_t tiles_per_group;        // consecutive tiles per group (last group may have fewer)
+  uint32_t num_groups;             // fp32 partials in the workspace: [num_groups, 2, h_length]
+  uint32_t buffer_num;             // 2: double-buffered queues; 1 when H is too large for that
+  uint32_t is_reuse_source;        // float inputs: LayerNormGradBeta<float, true> on the input tile
+  uint32_t stack_buffer_bytes;     // sharedTmpBuffer handed to LayerNormGradBeta
+  uint32_t combine_cols_per_core;  // columns of H per core in the combine kernel
+  uint32_t combine_chunk_cols;     // columns per unified-buffer chunk there
   uint32_t reserved[4];
-  uint32_t api_tile[20];      // CANN LayerNormGradBetaTiling for a full tile {1, tile_rows, H, H}
-  uint32_t api_last[20];      // ... and for the last tile {1, last_tile_rows, H, H}
+  uint32_t api_tile[20];  // CANN LayerNormGradBetaTiling for a full tile {1, tile_rows, H, H}
+  uint32_t api_last[20];  // ... and for the last tile {1, last_tile_rows, H, H}
 };
 
 static_assert(sizeof(GradBetaKernelTiling) == 56 * 4, "GradBetaKernelTiling is 56 uint32 words");

@@ -63,8 +63,7 @@ TmpSize layer_norm_grad_beta_max_min_tmp_size(const std::vector<int64_t>& shape,
 }
 
 LayerNormGradBetaTiling layer_norm_grad_beta_nd_tiling_info(const std::vector<int64_t>& shape,
-                                                            int64_t stack_buffer_size,
-                                                            int64_t type_size,
+                                                            int64_t stack_buffer_size, int64_t type_size,
                                                             bool is_reuse_source) {
   (void)is_reuse_source;  // reserved in CANN: the tiling is the same either way
   const uint32_t ts = check_type_size(type_size, kNd);
@@ -74,8 +73,8 @@ LayerNormGradBetaTiling layer_norm_grad_beta_nd_tiling_info(const std::vector<in
   if (stack_bytes < min_bytes)
     throw TilingError(std::string(kNd) + ": stack_buffer_size " + std::to_string(stack_bytes) +
                       " bytes is below the minimum " + std::to_string(min_bytes) + " bytes (" +
-                      std::to_string(tmp_factor(ts)) + " * H * 4 with H = " + std::to_string(s.h) +
-                      ", type_size " + std::to_string(ts) + ")");
+                      std::to_string(tmp_factor(ts)) + " * H * 4 with H = " + std::to_string(s.h) + ", type_size " +
+                      std::to_string(ts) + ")");
 
   LayerNormGradBetaTiling t;
   t.b_length = s.b;

@@ -72,8 +72,7 @@ TmpSize layer_norm_grad_beta_max_min_tmp_size(const std::vector<int64_t>& shape,
 // when the buffer is below the minimum of the rule above (CANN would log
 // and return a tiling with one_cal_size == 0).
 LayerNormGradBetaTiling layer_norm_grad_beta_nd_tiling_info(const std::vector<int64_t>& shape,
-                                                            int64_t stack_buffer_size,
-                                                            int64_t type_size,
+                                                            int64_t stack_buffer_size, int64_t type_size,
                                                             bool is_reuse_source = false);
 
 }  // namespace jax_lngb::tiling

@@ -37,8 +37,10 @@ NpuArch parse_npu_arch(const std::string& name, const char* api) {
   if (name == "dav-2002") return NpuArch::kDav2002;
   if (name == "dav-2201") return NpuArch::kDav2201;
   if (name == "dav-3510") return NpuArch::kDav3510;
-  throw TilingError(std::string(api) + ": npu_arch must be 'dav-2002', 'dav-2201' or 'dav-3510' "
-                    "(the architectures the normalization APIs support); got '" + name + "'");
+  throw TilingError(std::string(api) +
+                    ": npu_arch must be 'dav-2002', 'dav-2201' or 'dav-3510' "
+                    "(the architectures the normalization APIs support); got '" +
+                    name + "'");
 }
 
 const std::array<const char*, LayerNormGradTiling::kWords>& LayerNormGradTiling::field_names() {
@@ -78,8 +80,8 @@ LayerNormGradTiling LayerNormGradTiling::unpack(const std::vector<uint8_t>& byte
   return from_words(w);
 }
 
-TmpSize layer_norm_grad_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                         bool is_reuse_source, NpuArch arch) {
+TmpSize layer_norm_grad_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size, bool is_reuse_source,
+                                         NpuArch arch) {
   const uint32_t ts = check_type_size(type_size, kMaxMin);
   const SrcShape s = make_src_shape(shape, kMaxMin);
   if (arch == NpuArch::kDav3510) {
@@ -94,17 +96,16 @@ TmpSize layer_norm_grad_max_min_tmp_size(const std::vector<int64_t>& shape, int6
   return TmpSize{k * std::max(n, hh) * ts, k * std::min(n, hh) * ts};
 }
 
-LayerNormGradTiling layer_norm_grad_nd_tiling_info(const std::vector<int64_t>& shape,
-                                                   int64_t stack_buffer_size, int64_t type_size,
-                                                   bool is_reuse_source, NpuArch arch) {
+LayerNormGradTiling layer_norm_grad_nd_tiling_info(const std::vector<int64_t>& shape, int64_t stack_buffer_size,
+                                                   int64_t type_size, bool is_reuse_source, NpuArch arch) {
   const uint32_t ts = check_type_size(type_size, kNd);
   const SrcShape s = make_src_shape(shape, kNd);
   const uint32_t stack_bytes = check_u32_bytes(stack_buffer_size, "stack_buffer_size", kNd);
   const TmpSize need = layer_norm_grad_max_min_tmp_size(shape, type_size, is_reuse_source, arch);
   if (stack_bytes < need.min_bytes)
     throw TilingError(std::string(kNd) + ": stack_buffer_size " + std::to_string(stack_bytes) +
-                      " bytes is below the minimum " + std::to_string(need.min_bytes) +
-                      " bytes for shape " + shape_str(shape) + ", type_size " + std::to_string(ts));
+                      " bytes is below the minimum " + std::to_string(need.min_bytes) + " bytes for shape " +
+                      shape_str(shape) + ", type_size " + std::to_string(ts));
 
   const uint32_t k = buffers_needed(ts, is_reuse_source);
   uint32_t one_cal = 0;
@@ -118,8 +119,8 @@ LayerNormGradTiling layer_norm_grad_nd_tiling_info(const std::vector<int64_t>& s
     if (oc == 0)
       throw TilingError(std::string(kNd) + ": stack_buffer_size " + std::to_string(stack_bytes) +
                         " bytes holds no whole row: needs at least " +
-                        std::to_string(uint64_t(k) * s.h * sizeof(float)) + " bytes (" +
-                        std::to_string(k) + " fp32 buffers of H = " + std::to_string(s.h) + ")");
+                        std::to_string(uint64_t(k) * s.h * sizeof(float)) + " bytes (" + std::to_string(k) +
+                        " fp32 buffers of H = " + std::to_string(s.h) + ")");
     const uint64_t per_block = ts == 4 ? 8 : 16;  // rows per 32-byte block of the [B*S] vectors
     uint64_t noh = oc / s.h;
     noh = (noh + per_block - 1) / per_block * per_block;

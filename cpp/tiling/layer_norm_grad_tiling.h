@@ -80,17 +80,15 @@ static_assert(sizeof(LayerNormGradTiling) == LayerNormGradTiling::kWords * 4,
 // For dav-3510: 0 for float with isReuseSource, else 2 * ceil8(H) * 4 for
 // both. Exact in 64 bits.
 TmpSize layer_norm_grad_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                         bool is_reuse_source = false,
-                                         NpuArch arch = NpuArch::kDav2201);
+                                         bool is_reuse_source = false, NpuArch arch = NpuArch::kDav2201);
 
 // GetLayerNormGradNDTilingInfo (`stack_buffer_size` in bytes, stored as
 // given). For dav-2002/dav-2201: one_cal_size = stack/4/k rounded down to
 // whole rows, then the row count rounded *up* to a multiple of 8 (float) or
 // 16 (half) rows, as CANN does. Throws TilingError when the buffer is below
 // the minimum of the rule above or holds no whole row.
-LayerNormGradTiling layer_norm_grad_nd_tiling_info(const std::vector<int64_t>& shape,
-                                                   int64_t stack_buffer_size, int64_t type_size,
-                                                   bool is_reuse_source = false,
+LayerNormGradTiling layer_norm_grad_nd_tiling_info(const std::vector<int64_t>& shape, int64_t stack_buffer_size,
+                                                   int64_t type_size, bool is_reuse_source = false,
                                                    NpuArch arch = NpuArch::kDav2201);
 
 }  // namespace jax_lngb::tiling

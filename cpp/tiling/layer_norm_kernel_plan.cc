@@ -15,9 +15,7 @@ uint64_t align32(uint64_t v) { return (v + 31) / 32 * 32; }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t ceil8(uint64_t v) { return (v + 7) / 8 * 8; }
 
-[[noreturn]] void fail(const char* api, const std::string& what) {
-  throw TilingError(std::string(api) + ": " + what);
-}
+[[noreturn]] void fail(const char* api, const std::string& what) { throw TilingError(std::string(api) + ": " + what); }
 
 struct Checked {
   uint64_t rows, h, orig_h, ts, out_ts, ub, cores;
@@ -26,7 +24,8 @@ struct Checked {
 Checked check_request(const LayerNormKernelRequest& q, const char* api, bool check_out) {
   const uint32_t ts = check_type_size(q.type_size, api);
   const uint32_t out_ts = check_out ? check_type_size(q.out_type_size, api) : ts;
-  if (q.rows < 1 || uint64_t(q.rows) > kU32Max) fail(api, "rows must be in [1, 2^32 - 1]; got " + std::to_string(q.rows));
+  if (q.rows < 1 || uint64_t(q.rows) > kU32Max)
+    fail(api, "rows must be in [1, 2^32 - 1]; got " + std::to_string(q.rows));
   if (q.h < 1 || uint64_t(q.h) > kU32Max) fail(api, "h must be in [1, 2^32 - 1]; got " + std::to_string(q.h));
   const int64_t orig_h = q.original_h == 0 ? q.h : q.original_h;
   if (orig_h < 1 || orig_h > q.h)
@@ -55,7 +54,10 @@ std::pair<uint64_t, uint64_t> fit_tile(uint64_t rows, uint64_t cap, uint64_t ub,
     uint64_t lo = 1, hi = std::min(rows, cap);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (footprint(mid, bn) <= ub) lo = mid; else hi = mid - 1;
+      if (footprint(mid, bn) <= ub)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     return {lo, bn};
   }
@@ -64,9 +66,7 @@ std::pair<uint64_t, uint64_t> fit_tile(uint64_t rows, uint64_t cap, uint64_t ub,
 
 // Rows a single API call may get: the UB bounds them far below this
 // anyway; dav-3510's LayerNormGradBeta counts its rows in a uint16_t.
-uint64_t max_call_rows(NpuArch arch) {
-  return npu_arch_defaults(arch).grad_beta_3510 ? kMaxRowsPerCall3510 : kU32Max;
-}
+uint64_t max_call_rows(NpuArch arch) { return npu_arch_defaults(arch).grad_beta_3510 ? kMaxRowsPerCall3510 : kU32Max; }
 
 // LayerNorm's buffer for a whole tile in one pass (float32, no source reuse:
 // a padded tile is normalized twice from the same x).
@@ -93,9 +93,10 @@ void check_grad_regions(const LayerNormGradTiling& t, uint64_t tmp_bytes, const 
   // What the emulation checks and the device silently overruns: every
   // temporary inside the buffer.
   const uint64_t slots = tmp_bytes / 4;
-  const std::pair<uint32_t, uint32_t> regions[] = {
-      {t.tmp_tensor_bsh_pos, t.tmp_tensor_bsh_size}, {t.pd_var_tensor_pos, t.pd_var_tensor_size},
-      {t.pd_mean_tensor_pos, t.pd_mean_tensor_size}, {t.x3_tensor_pos, t.x3_tensor_size}};
+  const std::pair<uint32_t, uint32_t> regions[] = {{t.tmp_tensor_bsh_pos, t.tmp_tensor_bsh_size},
+                                                   {t.pd_var_tensor_pos, t.pd_var_tensor_size},
+                                                   {t.pd_mean_tensor_pos, t.pd_mean_tensor_size},
+                                                   {t.x3_tensor_pos, t.x3_tensor_size}};
   for (const auto& [pos, size] : regions)
     if (uint64_t(pos) + size > slots)
       fail(api, "internal error: a LayerNormGrad temporary ends at fp32 slot " + std::to_string(uint64_t(pos) + size) +
@@ -108,17 +109,17 @@ uint64_t layer_norm_forward_ub_bytes(uint64_t r, uint64_t h, uint64_t ts, bool p
                                      uint64_t bn) {
   // One term per InitBuffer of LayerNormForwardKernel::Init, in its order.
   const uint64_t s = ceil8(r);
-  uint64_t total = 2 * bn * align32(r * h * ts);        // x in, y out
-  total += bn * align32(2 * s * 4);                      // mean and variance out
-  if (ts == 2) total += 2 * align32(r * h * 4);          // float32 x and y
-  total += 2 * align32(h * 4);                           // gamma, beta
+  uint64_t total = 2 * bn * align32(r * h * ts);             // x in, y out
+  total += bn * align32(2 * s * 4);                          // mean and variance out
+  if (ts == 2) total += 2 * align32(r * h * 4);              // float32 x and y
+  total += 2 * align32(h * 4);                               // gamma, beta
   if (padded) total += align32(h * 4) + align32(2 * s * 4);  // column mask, first pass's statistics
   total += align32(tmp_bytes);
   return total;
 }
 
-uint64_t layer_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t ts, bool padded, bool fused,
-                                      uint64_t tmp_bytes, uint64_t bn) {
+uint64_t layer_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t ts, bool padded, bool fused, uint64_t tmp_bytes,
+                                      uint64_t bn) {
   // One term per InitBuffer of LayerNormBackwardKernel::Init, in its order.
   const uint64_t s = ceil8(r);
   const uint64_t tile = align32(r * h * ts), tile32 = align32(r * h * 4);
@@ -154,11 +155,11 @@ LayerNormForwardKernelPlan plan_layer_norm_forward_kernel(const LayerNormKernelR
     return layer_norm_forward_ub_bytes(r, c.h, c.ts, padded, forward_tmp_bytes(r, c.h, c.orig_h), b);
   });
   if (tile_rows == 0)
-    fail(kApi, "a unified buffer of " + std::to_string(c.ub) + " bytes cannot hold one row of H = " +
-                   std::to_string(c.h) + " (LayerNorm never splits H): needs " +
-                   std::to_string(layer_norm_forward_ub_bytes(1, c.h, c.ts, padded,
-                                                              forward_tmp_bytes(1, c.h, c.orig_h), 1)) +
-                   " bytes");
+    fail(kApi,
+         "a unified buffer of " + std::to_string(c.ub) + " bytes cannot hold one row of H = " + std::to_string(c.h) +
+             " (LayerNorm never splits H): needs " +
+             std::to_string(layer_norm_forward_ub_bytes(1, c.h, c.ts, padded, forward_tmp_bytes(1, c.h, c.orig_h), 1)) +
+             " bytes");
   LayerNormForwardKernelPlan p;
   auto& t = p.tiling;
   t.rows = uint32_t(c.rows);
@@ -194,8 +195,8 @@ LayerNormBackwardKernelPlan plan_layer_norm_backward_kernel(const LayerNormKerne
   if (tile_rows == 0)
     fail(kApi, "a unified buffer of " + std::to_string(c.ub) + " bytes cannot hold one row of H = " +
                    std::to_string(c.h) + " (LayerNormGrad never splits H and keeps 8 rows of temporaries): needs " +
-                   std::to_string(layer_norm_backward_ub_bytes(
-                       1, c.h, c.ts, padded, fused, backward_tmp_bytes(1, c.h, c.orig_h, q.npu_arch), 1)) +
+                   std::to_string(layer_norm_backward_ub_bytes(1, c.h, c.ts, padded, fused,
+                                                               backward_tmp_bytes(1, c.h, c.orig_h, q.npu_arch), 1)) +
                    " bytes");
   LayerNormBackwardKernelPlan p;
   auto& t = p.tiling;
@@ -222,8 +223,8 @@ LayerNormBackwardKernelPlan plan_layer_norm_backward_kernel(const LayerNormKerne
 
   const int64_t hh = int64_t(c.h), oh = int64_t(c.orig_h);
   p.lng_tile = layer_norm_grad_nd_tiling_info({1, int64_t(tile_rows), hh, oh}, int64_t(tmp), 4, true, q.npu_arch);
-  p.lng_last = layer_norm_grad_nd_tiling_info({1, int64_t(g.last_tile_rows), hh, oh}, int64_t(tmp), 4, true,
-                                              q.npu_arch);
+  p.lng_last =
+      layer_norm_grad_nd_tiling_info({1, int64_t(g.last_tile_rows), hh, oh}, int64_t(tmp), 4, true, q.npu_arch);
   if (q.npu_arch != NpuArch::kDav3510) {
     check_grad_regions(p.lng_tile, tmp, kApi);
     check_grad_regions(p.lng_last, tmp, kApi);

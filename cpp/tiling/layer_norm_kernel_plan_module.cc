@@ -35,8 +35,8 @@ LayerNormKernelRequest request(int64_t rows, int64_t h, int64_t original_h, int6
 void bind_layer_norm_kernel_plans(nb::module_& m) {
   m.def(
       "plan_layer_norm_forward_kernel",
-      [](int64_t rows, int64_t h, int64_t original_h, int64_t ts, int64_t ub_bytes, int64_t num_cores,
-         double epsilon, const std::string& arch) {
+      [](int64_t rows, int64_t h, int64_t original_h, int64_t ts, int64_t ub_bytes, int64_t num_cores, double epsilon,
+         const std::string& arch) {
         const auto p = plan_layer_norm_forward_kernel(
             request(rows, h, original_h, ts, ts, ub_bytes, num_cores, epsilon, arch, "plan_layer_norm_forward_kernel"));
         nb::dict d;
@@ -52,8 +52,8 @@ void bind_layer_norm_kernel_plans(nb::module_& m) {
       nb::arg("num_cores"), nb::arg("epsilon"), nb::arg("npu_arch"));
   m.def(
       "plan_layer_norm_backward_kernel",
-      [](int64_t rows, int64_t h, int64_t original_h, int64_t ts, int64_t out_ts, int64_t ub_bytes,
-         int64_t num_cores, double epsilon, const std::string& arch, bool fused) {
+      [](int64_t rows, int64_t h, int64_t original_h, int64_t ts, int64_t out_ts, int64_t ub_bytes, int64_t num_cores,
+         double epsilon, const std::string& arch, bool fused) {
         const auto p = plan_layer_norm_backward_kernel(
             request(rows, h, original_h, ts, out_ts, ub_bytes, num_cores, epsilon, arch,
                     fused ? "plan_layer_norm_backward_kernel" : "plan_layer_norm_grad_kernel"),

@@ -33,8 +33,8 @@ struct LayerNormForwardKernelTiling {
   uint32_t tmp_bytes;          // sharedTmpBuffer handed to LayerNorm
   uint32_t epsilon_bits;       // float32 epsilon, as its IEEE bits
   uint32_t reserved[6];
-  uint32_t api_tile[26];       // CANN LayerNormTiling for {1, tile_rows, H, original H}
-  uint32_t api_last[26];       // ... for {1, last_tile_rows, H, original H}
+  uint32_t api_tile[26];  // CANN LayerNormTiling for {1, tile_rows, H, original H}
+  uint32_t api_last[26];  // ... for {1, last_tile_rows, H, original H}
 };
 static_assert(sizeof(LayerNormForwardKernelTiling) == 68 * 4, "LayerNormForwardKernelTiling is 68 words");
 inline constexpr uint32_t kLayerNormForwardTilingWords = 68;
@@ -57,8 +57,8 @@ struct LayerNormBackwardKernelTiling {
   uint32_t epsilon_bits;       // float32 epsilon, as its IEEE bits
   uint32_t fused;              // 1: the fused backward's plan, 0: LayerNormGrad alone
   uint32_t reserved[3];
-  uint32_t lng_tile[30];       // CANN LayerNormGradTiling for {1, tile_rows, H, original H}
-  uint32_t lng_last[30];       // ... for {1, last_tile_rows, H, original H}
+  uint32_t lng_tile[30];  // CANN LayerNormGradTiling for {1, tile_rows, H, original H}
+  uint32_t lng_last[30];  // ... for {1, last_tile_rows, H, original H}
 };
 static_assert(sizeof(LayerNormBackwardKernelTiling) == 124 * 4, "LayerNormBackwardKernelTiling is 124 words");
 inline constexpr uint32_t kLayerNormBackwardTilingWords = 124;

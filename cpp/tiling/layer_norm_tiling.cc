@@ -61,8 +61,7 @@ LayerNormTiling LayerNormTiling::unpack(const std::vector<uint8_t>& bytes) {
   return from_words(w);
 }
 
-TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                    bool is_reuse_source) {
+TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size, bool is_reuse_source) {
   const uint32_t ts = check_type_size(type_size, kMaxMin);
   const SrcShape s = make_src_shape(shape, kMaxMin);
   const uint64_t k = buffers_needed(ts, is_reuse_source);
@@ -73,17 +72,16 @@ TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t t
                  k * ceil_to(uint64_t(s.h) * sizeof(float), kBlockBytes) + mean_var};
 }
 
-LayerNormTiling layer_norm_nd_tiling_info(const std::vector<int64_t>& shape,
-                                          int64_t stack_buffer_size, int64_t type_size,
-                                          bool is_reuse_source) {
+LayerNormTiling layer_norm_nd_tiling_info(const std::vector<int64_t>& shape, int64_t stack_buffer_size,
+                                          int64_t type_size, bool is_reuse_source) {
   const uint32_t ts = check_type_size(type_size, kNd);
   const SrcShape s = make_src_shape(shape, kNd);
   const uint32_t stack_bytes = check_u32_bytes(stack_buffer_size, "stack_buffer_size", kNd);
   const TmpSize need = layer_norm_max_min_tmp_size(shape, type_size, is_reuse_source);
   if (stack_bytes < need.min_bytes)
     throw TilingError(std::string(kNd) + ": stack_buffer_size " + std::to_string(stack_bytes) +
-                      " bytes is below the minimum " + std::to_string(need.min_bytes) +
-                      " bytes for shape " + shape_str(shape) + ", type_size " + std::to_string(ts) +
+                      " bytes is below the minimum " + std::to_string(need.min_bytes) + " bytes for shape " +
+                      shape_str(shape) + ", type_size " + std::to_string(ts) +
                       (is_reuse_source ? ", is_reuse_source" : ""));
 
   LayerNormTiling t;

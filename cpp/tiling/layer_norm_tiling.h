@@ -74,8 +74,7 @@ static_assert(sizeof(LayerNormTiling) == LayerNormTiling::kWords * 4,
 //   max = k * ceil32(B*S*H*4) + 2 * ceil32(B*S*4)
 //   min = k * ceil32(H*4)     + 2 * ceil32(B*S*4)
 // Exact in 64 bits (CANN's uint32 wraps above 4 GiB).
-TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                    bool is_reuse_source = false);
+TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size, bool is_reuse_source = false);
 
 // GetLayerNormNDTilingInfo (the [B, S, H] overload); `stack_buffer_size` in
 // bytes. The buffer holds, in fp32 slots: for half, the mean and variance
@@ -87,8 +86,7 @@ TmpSize layer_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t t
 // and for half, when the buffer cannot even hold the mean and variance,
 // subtracts past zero in uint32 and returns buffers outside the stack
 // buffer.)
-LayerNormTiling layer_norm_nd_tiling_info(const std::vector<int64_t>& shape,
-                                          int64_t stack_buffer_size, int64_t type_size,
-                                          bool is_reuse_source = false);
+LayerNormTiling layer_norm_nd_tiling_info(const std::vector<int64_t>& shape, int64_t stack_buffer_size,
+                                          int64_t type_size, bool is_reuse_source = false);
 
 }  // namespace jax_lngb::tiling

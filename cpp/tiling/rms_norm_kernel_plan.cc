@@ -17,9 +17,7 @@ uint64_t align32(uint64_t v) { return (v + 31) / 32 * 32; }
 uint64_t align8(uint64_t v) { return (v + 7) / 8 * 8; }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-[[noreturn]] void fail(const char* api, const std::string& what) {
-  throw TilingError(std::string(api) + ": " + what);
-}
+[[noreturn]] void fail(const char* api, const std::string& what) { throw TilingError(std::string(api) + ": " + what); }
 
 // RmsNorm<float>'s sharedTmpBuffer for a tile of r rows in one chunk: r
 // rows of fp32 work and the 8-aligned row sums (GetRmsNormMaxMinTmpSize's
@@ -33,17 +31,20 @@ uint64_t grad_beta_tmp_bytes(uint64_t h) { return 2 * h * 4; }
 void check_request(const RmsNormPlanRequest& q, const char* api, bool backward) {
   const uint32_t in_ts = check_type_size(q.in_type_size, api);
   const uint32_t out_ts = check_type_size(q.out_type_size, api);
-  if (q.rows < 1 || uint64_t(q.rows) > kU32Max) fail(api, "rows must be in [1, 2^32 - 1]; got " + std::to_string(q.rows));
+  if (q.rows < 1 || uint64_t(q.rows) > kU32Max)
+    fail(api, "rows must be in [1, 2^32 - 1]; got " + std::to_string(q.rows));
   if (q.h < 1 || uint64_t(q.h) > kU32Max) fail(api, "h must be in [1, 2^32 - 1]; got " + std::to_string(q.h));
   const int64_t orig_h = q.original_h == 0 ? q.h : q.original_h;
   if (orig_h < 2 || orig_h > q.h)
-    fail(api, "original_h must be in [2, h = " + std::to_string(q.h) + "] (CANN's RmsNorm reduction needs two "
-              "columns); got " + std::to_string(orig_h));
+    fail(api, "original_h must be in [2, h = " + std::to_string(q.h) +
+                  "] (CANN's RmsNorm reduction needs two "
+                  "columns); got " +
+                  std::to_string(orig_h));
   if ((q.h * in_ts) % 32 != 0 || (backward && (q.h * out_ts) % 32 != 0))
     fail(api, "h * type_size must be a multiple of 32 bytes (pad H with zeros); got h = " + std::to_string(q.h));
   if (uint64_t(q.rows) * uint64_t(q.h) > kU32Max)
-    fail(api, "rows * h must be below 2^32 (CANN's tiling fields); got " +
-                  std::to_string(uint64_t(q.rows) * uint64_t(q.h)));
+    fail(api,
+         "rows * h must be below 2^32 (CANN's tiling fields); got " + std::to_string(uint64_t(q.rows) * uint64_t(q.h)));
   if (q.num_cores < 1 || q.num_cores > 65535)
     fail(api, "num_cores must be in [1, 65535]; got " + std::to_string(q.num_cores));
   if (q.ub_bytes < 1024 || uint64_t(q.ub_bytes) > kU32Max)
@@ -59,7 +60,10 @@ std::pair<uint64_t, uint64_t> fit_tile(uint64_t rows, uint64_t ub, Footprint&& f
     uint64_t lo = 1, hi = std::min(rows, kMaxTileRows);
     while (lo < hi) {  // the footprint grows with the tile
       const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (footprint(mid, bn) <= ub) lo = mid; else hi = mid - 1;
+      if (footprint(mid, bn) <= ub)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     return {lo, bn};
   }
@@ -73,29 +77,29 @@ uint64_t sum_tmp_bytes_f32(uint64_t n) { return align8(ceil_div(n, 64)) * 4; }
 uint64_t rms_norm_forward_ub_bytes(uint64_t r, uint64_t h, uint64_t /*original_h*/, uint64_t ts, uint64_t bn) {
   // One term per InitBuffer of RmsNormForward::Init, in its order.
   const uint64_t stride = align8(r);
-  uint64_t total = 2 * bn * align32(r * h * ts);        // x in, y out
-  total += bn * align32(stride * 4);                    // rstd out
-  total += align32(h * 4);                              // gamma (float32)
-  if (ts == 2) total += 2 * align32(r * h * 4);         // fp32 copies of x and y
-  total += align32(rms_tmp_bytes(r, h));                // RmsNorm's sharedTmpBuffer
-  total += align32(sum_tmp_bytes_f32(h));               // Sum's (over the storage H)
-  total += 2 * align32(stride * 4);                     // row sums, ones
+  uint64_t total = 2 * bn * align32(r * h * ts);  // x in, y out
+  total += bn * align32(stride * 4);              // rstd out
+  total += align32(h * 4);                        // gamma (float32)
+  if (ts == 2) total += 2 * align32(r * h * 4);   // fp32 copies of x and y
+  total += align32(rms_tmp_bytes(r, h));          // RmsNorm's sharedTmpBuffer
+  total += align32(sum_tmp_bytes_f32(h));         // Sum's (over the storage H)
+  total += 2 * align32(stride * 4);               // row sums, ones
   return total;
 }
 
 uint64_t rms_norm_backward_ub_bytes(uint64_t r, uint64_t h, uint64_t /*original_h*/, uint64_t ts, uint64_t bn) {
   // One term per InitBuffer of RmsNormBackwardPartials::Init, in its order.
   const uint64_t stride = align8(r);
-  uint64_t total = 3 * bn * align32(r * h * ts);        // x, dy in; dx out
-  total += bn * align32(stride * 4);                    // rstd in
-  total += align32(h * 4);                              // gamma (float32)
-  if (ts == 2) total += 3 * align32(r * h * 4);         // fp32 copies of x, dy, dx
-  total += align32(r * h * 4);                          // x1, then res_for_gamma
-  total += align32(grad_beta_tmp_bytes(h));             // LayerNormGradBeta's sharedTmpBuffer
-  total += align32(sum_tmp_bytes_f32(h));               // Sum's (over the storage H)
-  total += 2 * align32(stride * 4);                     // s, a
-  total += 2 * align32(h * 4);                          // one call's pd_gamma, pd_beta
-  total += bn * align32(2 * h * 4);                     // group accumulators (out queue)
+  uint64_t total = 3 * bn * align32(r * h * ts);  // x, dy in; dx out
+  total += bn * align32(stride * 4);              // rstd in
+  total += align32(h * 4);                        // gamma (float32)
+  if (ts == 2) total += 3 * align32(r * h * 4);   // fp32 copies of x, dy, dx
+  total += align32(r * h * 4);                    // x1, then res_for_gamma
+  total += align32(grad_beta_tmp_bytes(h));       // LayerNormGradBeta's sharedTmpBuffer
+  total += align32(sum_tmp_bytes_f32(h));         // Sum's (over the storage H)
+  total += 2 * align32(stride * 4);               // s, a
+  total += 2 * align32(h * 4);                    // one call's pd_gamma, pd_beta
+  total += bn * align32(2 * h * 4);               // group accumulators (out queue)
   return total;
 }
 
@@ -119,8 +123,8 @@ RmsNormForwardKernelPlan plan_rms_norm_forward_kernel(const RmsNormPlanRequest& 
   const auto [tile_rows, bn] =
       fit_tile(rows, ub, [&](uint64_t r, uint64_t b) { return rms_norm_forward_ub_bytes(r, h, h0, ts, b); });
   if (tile_rows == 0)
-    fail(kFwd, "a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " +
-                   std::to_string(h) + " (RmsNorm never splits H): needs at least " +
+    fail(kFwd, "a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " + std::to_string(h) +
+                   " (RmsNorm never splits H): needs at least " +
                    std::to_string(rms_norm_forward_ub_bytes(1, h, h0, ts, 1)) + " bytes");
 
   RmsNormForwardKernelPlan p;
@@ -140,8 +144,8 @@ RmsNormForwardKernelPlan plan_rms_norm_forward_kernel(const RmsNormPlanRequest& 
   // RmsNorm runs on fp32 tiles (half is cast first): type size 4.
   const int64_t hh = int64_t(h), oh = int64_t(h0);
   p.api_tile = rms_norm_tiling_info({1, int64_t(tile_rows), hh}, {1, int64_t(tile_rows), oh}, t.rms_tmp_bytes, 4);
-  p.api_last = rms_norm_tiling_info({1, int64_t(t.last_tile_rows), hh}, {1, int64_t(t.last_tile_rows), oh},
-                                    t.rms_tmp_bytes, 4);
+  p.api_last =
+      rms_norm_tiling_info({1, int64_t(t.last_tile_rows), hh}, {1, int64_t(t.last_tile_rows), oh}, t.rms_tmp_bytes, 4);
   const auto wt = p.api_tile.words(), wl = p.api_last.words();
   std::copy(wt.begin(), wt.end(), t.api_tile);
   std::copy(wl.begin(), wl.end(), t.api_last);
@@ -159,8 +163,8 @@ RmsNormBackwardKernelPlan plan_rms_norm_backward_kernel(const RmsNormPlanRequest
   const auto [tile_rows, bn] =
       fit_tile(rows, ub, [&](uint64_t r, uint64_t b) { return rms_norm_backward_ub_bytes(r, h, h0, ts, b); });
   if (tile_rows == 0)
-    fail(kBwd, "a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " +
-                   std::to_string(h) + " (the kernel never splits H): needs at least " +
+    fail(kBwd, "a unified buffer of " + std::to_string(ub) + " bytes cannot hold one row of H = " + std::to_string(h) +
+                   " (the kernel never splits H): needs at least " +
                    std::to_string(rms_norm_backward_ub_bytes(1, h, h0, ts, 1)) + " bytes");
 
   // The combine split (and its checks) are LayerNormGradBeta's: take them
@@ -202,8 +206,8 @@ RmsNormBackwardKernelPlan plan_rms_norm_backward_kernel(const RmsNormPlanRequest
   // most 255 rows suit the 3510 implementation's uint16_t row counter too.
   const int64_t hh = int64_t(h);
   p.api_tile = layer_norm_grad_beta_nd_tiling_info({1, int64_t(tile_rows), hh, hh}, gb.stack_buffer_bytes, 4, true);
-  p.api_last = layer_norm_grad_beta_nd_tiling_info({1, int64_t(gb.last_tile_rows), hh, hh}, gb.stack_buffer_bytes, 4,
-                                                   true);
+  p.api_last =
+      layer_norm_grad_beta_nd_tiling_info({1, int64_t(gb.last_tile_rows), hh, hh}, gb.stack_buffer_bytes, 4, true);
   const auto wt = p.api_tile.words(), wl = p.api_last.words();
   std::copy(wt.begin(), wt.end(), gb.api_tile);
   std::copy(wl.begin(), wl.end(), gb.api_last);

@@ -18,14 +18,14 @@
 namespace jax_lngb::tiling {
 
 struct RmsNormPlanRequest {
-  int64_t rows = 0;            // B*S
-  int64_t h = 0;               // storage H; h * type sizes multiples of 32 bytes
-  int64_t original_h = 0;      // the real H, >= 2 (CANN's RmsNorm reduction needs two columns)
-  int64_t in_type_size = 4;    // x (and dy, y, dx): 2 (half) or 4 (float)
-  int64_t out_type_size = 4;   // backward only: pd_gamma, 2 or 4
-  double epsilon = 1e-6;       // forward only
-  int64_t ub_bytes = 196608;   // unified buffer per core
-  int64_t num_cores = 40;      // upper bound on block_dim
+  int64_t rows = 0;           // B*S
+  int64_t h = 0;              // storage H; h * type sizes multiples of 32 bytes
+  int64_t original_h = 0;     // the real H, >= 2 (CANN's RmsNorm reduction needs two columns)
+  int64_t in_type_size = 4;   // x (and dy, y, dx): 2 (half) or 4 (float)
+  int64_t out_type_size = 4;  // backward only: pd_gamma, 2 or 4
+  double epsilon = 1e-6;      // forward only
+  int64_t ub_bytes = 196608;  // unified buffer per core
+  int64_t num_cores = 40;     // upper bound on block_dim
   NpuArch npu_arch = NpuArch::kDav2201;
 };
 

@@ -33,8 +33,8 @@ struct RmsNormForwardKernelTiling {
   uint32_t rms_tmp_bytes;      // sharedTmpBuffer of RmsNorm: one call in one chunk
   uint32_t sum_tmp_bytes;      // sharedTmpBuffer of Sum (GetSumMaxMinTmpSize for the storage H, float)
   uint32_t reserved[4];
-  uint32_t api_tile[12];       // CANN RmsNormTiling for a full tile {1, tile_rows, H} / {1, tile_rows, H0}
-  uint32_t api_last[12];       // ... and for the last tile
+  uint32_t api_tile[12];  // CANN RmsNormTiling for a full tile {1, tile_rows, H} / {1, tile_rows, H0}
+  uint32_t api_last[12];  // ... and for the last tile
 };
 
 static_assert(sizeof(RmsNormForwardKernelTiling) == 40 * 4, "RmsNormForwardKernelTiling is 40 uint32 words");

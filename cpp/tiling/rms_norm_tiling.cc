@@ -27,12 +27,12 @@ uint32_t row_factor(uint32_t type_size) { return type_size == 4 ? 1 : 2; }
 // CANN's srcShape for RmsNorm is {B, S, H}, nothing else.
 SrcShape rms_shape(const std::vector<int64_t>& dims, const char* api, const char* what) {
   if (dims.size() != 3)
-    throw TilingError(std::string(api) + ": " + what + " must be (B, S, H); got " + shape_str(dims) +
-                      " of rank " + std::to_string(dims.size()));
+    throw TilingError(std::string(api) + ": " + what + " must be (B, S, H); got " + shape_str(dims) + " of rank " +
+                      std::to_string(dims.size()));
   for (int64_t d : dims)
     if (d < 1 || d > int64_t(std::numeric_limits<uint32_t>::max()))
-      throw TilingError(std::string(api) + ": every dimension of " + what +
-                        " must be in [1, 2^32 - 1]; got " + shape_str(dims));
+      throw TilingError(std::string(api) + ": every dimension of " + what + " must be in [1, 2^32 - 1]; got " +
+                        shape_str(dims));
   return make_src_shape(dims, api);  // and B*S*H within uint32
 }
 
@@ -92,8 +92,7 @@ void check_rms_norm_basic_block(uint32_t b, uint32_t s, uint32_t h, const char* 
     throw TilingError(where + "B*S to be a multiple of 8; got B*S = " + std::to_string(bs));
 }
 
-TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                  bool is_basic_block) {
+TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size, bool is_basic_block) {
   const uint32_t ts = check_type_size(type_size, kMaxMin);
   const SrcShape s = rms_shape(shape, kMaxMin, "shape");
   if (is_basic_block) check_rms_norm_basic_block(s.b, s.s, s.h, kMaxMin);
@@ -103,28 +102,28 @@ TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t typ
   return TmpSize{(uint64_t(row_factor(ts)) * s.bsh() + sums) * sizeof(float), min_bytes(s, ts)};
 }
 
-RmsNormTiling rms_norm_tiling_info(const std::vector<int64_t>& shape,
-                                   const std::vector<int64_t>& original_shape,
-                                   int64_t stack_buffer_size, int64_t type_size,
-                                   bool is_basic_block) {
+RmsNormTiling rms_norm_tiling_info(const std::vector<int64_t>& shape, const std::vector<int64_t>& original_shape,
+                                   int64_t stack_buffer_size, int64_t type_size, bool is_basic_block) {
   const uint32_t ts = check_type_size(type_size, kNd);
   const SrcShape s = rms_shape(shape, kNd, "shape");
   const SrcShape o = rms_shape(original_shape, kNd, "original_shape");
   const uint32_t stack_bytes = check_u32_bytes(stack_buffer_size, "stack_buffer_size", kNd);
   if (o.b != s.b || o.s != s.s || o.h > s.h)
-    throw TilingError(std::string(kNd) + ": original_shape must have the B and S of shape and an H "
-                      "no larger than its H; got shape " + shape_str(shape) + ", original_shape " +
-                      shape_str(original_shape));
+    throw TilingError(std::string(kNd) +
+                      ": original_shape must have the B and S of shape and an H "
+                      "no larger than its H; got shape " +
+                      shape_str(shape) + ", original_shape " + shape_str(original_shape));
   if (uint64_t(s.h) * ts % kBlockBytes != 0)
-    throw TilingError(std::string(kNd) + ": a row of shape must fill whole 32-byte blocks (H * "
-                      "type_size a multiple of 32; pad H); got H = " + std::to_string(s.h) +
-                      ", type_size " + std::to_string(ts));
+    throw TilingError(std::string(kNd) +
+                      ": a row of shape must fill whole 32-byte blocks (H * "
+                      "type_size a multiple of 32; pad H); got H = " +
+                      std::to_string(s.h) + ", type_size " + std::to_string(ts));
   if (is_basic_block) check_rms_norm_basic_block(s.b, s.s, s.h, kNd);
   const uint64_t need = min_bytes(s, ts);
   if (stack_bytes < need)
     throw TilingError(std::string(kNd) + ": stack_buffer_size " + std::to_string(stack_bytes) +
-                      " bytes is below the minimum " + std::to_string(need) + " bytes for shape " +
-                      shape_str(shape) + ", type_size " + std::to_string(ts));
+                      " bytes is below the minimum " + std::to_string(need) + " bytes for shape " + shape_str(shape) +
+                      ", type_size " + std::to_string(ts));
 
   RmsNormTiling t;
   t.b_length = s.b;

@@ -50,8 +50,7 @@ struct RmsNormTiling {
   static RmsNormTiling unpack(const std::vector<uint8_t>& bytes);
   bool operator==(const RmsNormTiling& o) const { return words() == o.words(); }
 };
-static_assert(sizeof(RmsNormTiling) == RmsNormTiling::kWords * 4,
-              "RmsNormTiling must be 12 packed 4-byte fields");
+static_assert(sizeof(RmsNormTiling) == RmsNormTiling::kWords * 4, "RmsNormTiling must be 12 packed 4-byte fields");
 
 // The basic-block kernel's shape rule: H a multiple of 64 below 2048 and
 // B*S a multiple of 8. Throws TilingError naming the broken condition
@@ -64,8 +63,7 @@ void check_rms_norm_basic_block(uint32_t b, uint32_t s, uint32_t h, const char* 
 //   max = (c * B*S*H + ceil_n(B*S)) * 4,   min = (c * H + 8) * 4
 // (one row and an 8-float block for the per-row sums). isBasicBlock only
 // adds the shape rule above. Exact in 64 bits (CANN's uint32 wraps).
-TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size,
-                                  bool is_basic_block = false);
+TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t type_size, bool is_basic_block = false);
 
 // GetRmsNormTilingInfo; `stack_buffer_size` in bytes. Takes the most rows
 // r >= 1 whose c*r*H fp32 slots plus the 8-aligned r sums fit the buffer, at
@@ -75,9 +73,7 @@ TmpSize rms_norm_max_min_tmp_size(const std::vector<int64_t>& shape, int64_t typ
 // original shape with another B or S or with H outside [1, H], a storage
 // row that is not a multiple of 32 bytes, the basic-block rule, or a buffer
 // below the minimum.
-RmsNormTiling rms_norm_tiling_info(const std::vector<int64_t>& shape,
-                                   const std::vector<int64_t>& original_shape,
-                                   int64_t stack_buffer_size, int64_t type_size,
-                                   bool is_basic_block = false);
+RmsNormTiling rms_norm_tiling_info(const std::vector<int64_t>& shape, const std::vector<int64_t>& original_shape,
+                                   int64_t stack_buffer_size, int64_t type_size, bool is_basic_block = false);
 
 }  // namespace jax_lngb::tiling

@@ -38,10 +38,9 @@ NB_MODULE(_tiling, m) {
   m.def("layer_norm_grad_beta_fields", [] { return names(LayerNormGradBetaTiling::field_names()); });
   m.def("layer_norm_grad_fields", [] { return names(LayerNormGradTiling::field_names()); });
 
-  m.def("layer_norm_grad_beta_max_min_tmp_size",
-        [](const std::vector<int64_t>& shape, int64_t type_size, bool reuse) {
-          return as_pair(layer_norm_grad_beta_max_min_tmp_size(shape, type_size, reuse));
-        });
+  m.def("layer_norm_grad_beta_max_min_tmp_size", [](const std::vector<int64_t>& shape, int64_t type_size, bool reuse) {
+    return as_pair(layer_norm_grad_beta_max_min_tmp_size(shape, type_size, reuse));
+  });
   m.def("layer_norm_grad_beta_nd_tiling_info",
         [](const std::vector<int64_t>& shape, int64_t stack, int64_t type_size, bool reuse) {
           return to_bytes(layer_norm_grad_beta_nd_tiling_info(shape, stack, type_size, reuse).pack());
@@ -52,40 +51,33 @@ NB_MODULE(_tiling, m) {
               shape, type_size, reuse, parse_npu_arch(arch, "get_layer_norm_grad_max_min_tmp_size")));
         });
   m.def("layer_norm_grad_nd_tiling_info",
-        [](const std::vector<int64_t>& shape, int64_t stack, int64_t type_size, bool reuse,
-           const std::string& arch) {
-          return to_bytes(layer_norm_grad_nd_tiling_info(
-                              shape, stack, type_size, reuse,
-                              parse_npu_arch(arch, "get_layer_norm_grad_nd_tiling_info"))
+        [](const std::vector<int64_t>& shape, int64_t stack, int64_t type_size, bool reuse, const std::string& arch) {
+          return to_bytes(layer_norm_grad_nd_tiling_info(shape, stack, type_size, reuse,
+                                                         parse_npu_arch(arch, "get_layer_norm_grad_nd_tiling_info"))
                               .pack());
         });
 
   m.def("layer_norm_fields", [] { return names(LayerNormTiling::field_names()); });
   m.def("rms_norm_fields", [] { return names(RmsNormTiling::field_names()); });
-  m.def("layer_norm_max_min_tmp_size",
-        [](const std::vector<int64_t>& shape, int64_t type_size, bool reuse) {
-          return as_pair(layer_norm_max_min_tmp_size(shape, type_size, reuse));
-        });
+  m.def("layer_norm_max_min_tmp_size", [](const std::vector<int64_t>& shape, int64_t type_size, bool reuse) {
+    return as_pair(layer_norm_max_min_tmp_size(shape, type_size, reuse));
+  });
   m.def("layer_norm_nd_tiling_info",
         [](const std::vector<int64_t>& shape, int64_t stack, int64_t type_size, bool reuse) {
           return to_bytes(layer_norm_nd_tiling_info(shape, stack, type_size, reuse).pack());
         });
-  m.def("rms_norm_max_min_tmp_size",
-        [](const std::vector<int64_t>& shape, int64_t type_size, bool basic_block) {
-          return as_pair(rms_norm_max_min_tmp_size(shape, type_size, basic_block));
-        });
-  m.def("rms_norm_tiling_info",
-        [](const std::vector<int64_t>& shape, const std::vector<int64_t>& original_shape, int64_t stack,
-           int64_t type_size, bool basic_block) {
-          return to_bytes(
-              rms_norm_tiling_info(shape, original_shape, stack, type_size, basic_block).pack());
-        });
+  m.def("rms_norm_max_min_tmp_size", [](const std::vector<int64_t>& shape, int64_t type_size, bool basic_block) {
+    return as_pair(rms_norm_max_min_tmp_size(shape, type_size, basic_block));
+  });
+  m.def("rms_norm_tiling_info", [](const std::vector<int64_t>& shape, const std::vector<int64_t>& original_shape,
+                                   int64_t stack, int64_t type_size, bool basic_block) {
+    return to_bytes(rms_norm_tiling_info(shape, original_shape, stack, type_size, basic_block).pack());
+  });
 
   m.def(
       "plan_grad_beta_kernel",
       [](int64_t rows, int64_t h, int64_t original_h, int64_t in_ts, int64_t out_ts, int64_t ub_bytes,
-         int64_t num_cores, const std::string& tmp_policy, int64_t tmp_bytes, bool reuse,
-         const std::string& arch) {
+         int64_t num_cores, const std::string& tmp_policy, int64_t tmp_bytes, bool reuse, const std::string& arch) {
         GradBetaPlanRequest q;
         q.rows = rows;
         q.h = h;
@@ -112,9 +104,9 @@ NB_MODULE(_tiling, m) {
         d["combine_ub_bytes_used"] = p.combine_ub_bytes_used;
         return d;
       },
-      nb::arg("rows"), nb::arg("h"), nb::arg("original_h"), nb::arg("in_type_size"),
-      nb::arg("out_type_size"), nb::arg("ub_bytes"), nb::arg("num_cores"), nb::arg("tmp_policy"),
-      nb::arg("tmp_bytes"), nb::arg("is_reuse_source"), nb::arg("npu_arch"));
+      nb::arg("rows"), nb::arg("h"), nb::arg("original_h"), nb::arg("in_type_size"), nb::arg("out_type_size"),
+      nb::arg("ub_bytes"), nb::arg("num_cores"), nb::arg("tmp_policy"), nb::arg("tmp_bytes"),
+      nb::arg("is_reuse_source"), nb::arg("npu_arch"));
 
   m.def("npu_arch_defaults", [](const std::string& arch) {
     const NpuArchDefaults a = npu_arch_defaults(parse_npu_arch(arch, "npu_arch_defaults"));

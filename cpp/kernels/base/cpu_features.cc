@@ -10,8 +10,7 @@ namespace {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define JAX_LNGB_X86 1
 bool has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 }
 bool has_avx512() {
   return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -89,13 +88,11 @@ const char* vendor_name(CpuVendor v) {
 std::string cpu_feature_summary() {
   std::string out;
 #if defined(JAX_LNGB_X86)
-  const char* names[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                         "avx512dq"};
-  const bool have[] = {bool(__builtin_cpu_supports("sse4.2")), bool(__builtin_cpu_supports("avx")),
-                       bool(__builtin_cpu_supports("avx2")),   bool(__builtin_cpu_supports("fma")),
-                       bool(__builtin_cpu_supports("f16c")),   bool(__builtin_cpu_supports("avx512f")),
-                       bool(__builtin_cpu_supports("avx512bw")),
-                       bool(__builtin_cpu_supports("avx512vl")),
+  const char* names[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq"};
+  const bool have[] = {bool(__builtin_cpu_supports("sse4.2")),   bool(__builtin_cpu_supports("avx")),
+                       bool(__builtin_cpu_supports("avx2")),     bool(__builtin_cpu_supports("fma")),
+                       bool(__builtin_cpu_supports("f16c")),     bool(__builtin_cpu_supports("avx512f")),
+                       bool(__builtin_cpu_supports("avx512bw")), bool(__builtin_cpu_supports("avx512vl")),
                        bool(__builtin_cpu_supports("avx512dq"))};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     if (!have[i]) continue;

@@ -118,7 +118,7 @@ inline f16_t from_float<f16_t>(float x) {
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return f16_t{uint16_t(sign | 0x7E00u | ((a >> 13) & 0x3FFu))};
   if (a >= 0x477FF000u) return f16_t{uint16_t(sign | 0x7C00u)};  // rounds to >= 65520: Inf
-  if (a >= 0x38800000u) {                                          // normal half
+  if (a >= 0x38800000u) {                                        // normal half
     const uint32_t mant_rounded = a + 0xFFFu + ((a >> 13) & 1u);
     return f16_t{uint16_t(sign | ((mant_rounded - 0x38000000u) >> 13))};
   }

@@ -90,8 +90,7 @@ inline __m512i to_bf16_bits(__m512 f) {
   const __m512i u = _mm512_castps_si512(f);
   const __m512i hi = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x0040));
 }
@@ -134,8 +133,7 @@ inline __m256i to_bf16_bits(__m256 f) {
   const __m256i u = _mm256_castps_si256(f);
   const __m256i hi = _mm256_srli_epi32(u, 16);
   const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
   const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x0040));
   return _mm256_blendv_epi8(rounded, quiet, nan);
@@ -230,8 +228,8 @@ inline __m512i bf16_in_high_half(__m512 f) {
 }
 // The odd 16-bit words of a (positions 0..15) then of b (16..31).
 inline __m512i high_halves(__m512i a, __m512i b) {
-  const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
-                                       31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                       23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   return _mm512_permutex2var_epi16(a, idx, b);
 }
 }  // namespace lanes_detail
@@ -248,9 +246,9 @@ inline void store2<true, bf16_t>(bf16_t* p, const Lanes& a, const Lanes& b) {
     b.stream(p + kLanes);
     return;
   }
-  _mm512_stream_si512(reinterpret_cast<__m512i*>(p),
-                      lanes_detail::high_halves(lanes_detail::bf16_in_high_half(a.v[0].v),
-                                                lanes_detail::bf16_in_high_half(b.v[0].v)));
+  _mm512_stream_si512(
+      reinterpret_cast<__m512i*>(p),
+      lanes_detail::high_halves(lanes_detail::bf16_in_high_half(a.v[0].v), lanes_detail::bf16_in_high_half(b.v[0].v)));
 }
 #endif
 

@@ -35,8 +35,7 @@ template <typename T>
 inline void prefetch_ahead_in(const T* row, int64_t c, int64_t cols, int64_t next) {
   int64_t at = c + kPrefetchBytes / int64_t(sizeof(T));
   if (at >= cols) at += next - cols;
-  __builtin_prefetch(
-      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row) + uintptr_t(at) * sizeof(T)), 0, 1);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row) + uintptr_t(at) * sizeof(T)), 0, 1);
 }
 
 }  // namespace jax_lngb

@@ -57,9 +57,7 @@ struct VecF {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))};
   }
-  static VecF load(const f16_t* p) {
-    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
-  }
+  static VecF load(const f16_t* p) { return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   friend VecF operator+(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
   friend VecF operator-(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }

@@ -143,9 +143,15 @@ int main() {
       continue;
     }
     switch (c.arch) {
-      case 2002: g_arch = NpuArch::DAV_2002; break;
-      case 2201: g_arch = NpuArch::DAV_2201; break;
-      case 3510: g_arch = NpuArch::DAV_3510; break;
+      case 2002:
+        g_arch = NpuArch::DAV_2002;
+        break;
+      case 2201:
+        g_arch = NpuArch::DAV_2201;
+        break;
+      case 3510:
+        g_arch = NpuArch::DAV_3510;
+        break;
       default:
         std::fprintf(stderr, "driver: unknown arch %u in case %s\n", c.arch, c.id.c_str());
         ++bad;
@@ -192,8 +198,8 @@ int main() {
     std::printf(
         "{\"id\":%s,\"max_min\":{\"ret\":%s,\"max\":%u,\"min\":%u,\"errors\":%s},"
         "\"tiling\":{\"ret\":%s,\"errors\":%s,\"words\":%s}}\n",
-        json_string(c.id).c_str(), ret_json(ret_mm), mx, mn, err_mm.c_str(), ret_json(ret_nd),
-        err_nd.c_str(), words.c_str());
+        json_string(c.id).c_str(), ret_json(ret_mm), mx, mn, err_mm.c_str(), ret_json(ret_nd), err_nd.c_str(),
+        words.c_str());
   }
   return bad ? 2 : 0;
 }

@@ -19,23 +19,21 @@
   class class_name {                      \
    public:
 
-#define TILING_DATA_FIELD_DEF(type, field)      \
-  type field = 0;                               \
-  void set_##field(type v) { field = v; }       \
+#define TILING_DATA_FIELD_DEF(type, field) \
+  type field = 0;                          \
+  void set_##field(type v) { field = v; }  \
   type get_##field() const { return field; }
 
-#define TILING_DATA_FIELD_DEF_ARR(type, count, field)                          \
-  type field[count] = {};                                                     \
-  void set_##field(const type* v) { std::memcpy(field, v, sizeof(field)); }  \
+#define TILING_DATA_FIELD_DEF_ARR(type, count, field)                       \
+  type field[count] = {};                                                   \
+  void set_##field(const type* v) { std::memcpy(field, v, sizeof(field)); } \
   const type* get_##field() const { return field; }
 
 #define TILING_DATA_FIELD_DEF_STRUCT(type, field) type field;
 
-#define END_TILING_DATA_DEF                                               \
-  void SaveToBuffer(void* dst, size_t capacity) const {                   \
-    std::memcpy(dst, this, std::min(capacity, sizeof(*this)));            \
-  }                                                                       \
-  size_t GetDataSize() const { return sizeof(*this); }                    \
+#define END_TILING_DATA_DEF                                                                                          \
+  void SaveToBuffer(void* dst, size_t capacity) const { std::memcpy(dst, this, std::min(capacity, sizeof(*this))); } \
+  size_t GetDataSize() const { return sizeof(*this); }                                                               \
   }
 
 // Registration feeds CANN's operator registry, which the comparison does
