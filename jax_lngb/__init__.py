@@ -49,35 +49,37 @@ _fall_through_to_installed_copy()
 
 # Before anything imports JAX: JAX_LNGB_RETAIN_HOST_MEMORY=1 must set
 # glibc's malloc up before JAX (or NumPy) maps any large block.
-from .host_memory import apply_env as _apply_host_memory_env  # noqa: E402
-from . import host_memory  # noqa: E402
-from .host_memory import retain_host_memory  # noqa: E402
+from . import host_memory
+from .host_memory import apply_env as _apply_host_memory_env
+from .host_memory import retain_host_memory
 
 _apply_host_memory_env()
 
-from . import export  # noqa: E402  (after the search path is settled)
+# The Ascend NPU lowering registers itself for the Ascend platform, now or
+# when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
+from . import (
+    ascend,
+    export,
+    tiling,
+)
 from ._core.avals import psum_to_match
 from ._core.partitioning import ShardingWarning
-from ._version import __version__
-from ._ops.grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
-from ._ops.layer_norm.backward import layer_norm_backward_p, layer_norm_backward_ref
-from ._ops.layer_norm.forward import layer_norm_forward_p, layer_norm_forward_ref
-from ._ops.layer_norm.grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
-from ._ops.layer_norm.api import layer_norm, layer_norm_jnp, layer_norm_ref
-from ._ops.layer_norm.tangent import layer_norm_tangent_p, layer_norm_tangent_ref
-from ._ops.rms_norm.api import rms_norm, rms_norm_jnp, rms_norm_ref
-from ._ops.rms_norm.forward import rms_norm_forward_p
-from ._ops.rms_norm.tangent import rms_norm_tangent_p, rms_norm_tangent_ref
-from ._ops.rms_norm.backward import rms_norm_backward_p
-from ._ops.rms_norm.grad import rms_norm_grad_p
 from ._ops.add_norm.api import add_layer_norm, add_layer_norm_ref, add_rms_norm, add_rms_norm_ref
 from ._ops.add_norm.backward import add_norm_backward_p, add_norm_backward_ref
 from ._ops.add_norm.forward import add_norm_forward_p
 from ._ops.add_norm.tangent import add_norm_tangent_p
-
-# The Ascend NPU lowering registers itself for the Ascend platform, now or
-# when a PJRT plugin registers it later; `tiling` is CANN's host tiling.
-from . import ascend, tiling  # noqa: E402  (after the primitive exists)
+from ._ops.grad_beta import layer_norm_grad_beta, layer_norm_grad_beta_p, layer_norm_grad_beta_ref
+from ._ops.layer_norm.api import layer_norm, layer_norm_jnp, layer_norm_ref
+from ._ops.layer_norm.backward import layer_norm_backward_p, layer_norm_backward_ref
+from ._ops.layer_norm.forward import layer_norm_forward_p, layer_norm_forward_ref
+from ._ops.layer_norm.grad import layer_norm_grad, layer_norm_grad_p, layer_norm_grad_ref
+from ._ops.layer_norm.tangent import layer_norm_tangent_p, layer_norm_tangent_ref
+from ._ops.rms_norm.api import rms_norm, rms_norm_jnp, rms_norm_ref
+from ._ops.rms_norm.backward import rms_norm_backward_p
+from ._ops.rms_norm.forward import rms_norm_forward_p
+from ._ops.rms_norm.grad import rms_norm_grad_p
+from ._ops.rms_norm.tangent import rms_norm_tangent_p, rms_norm_tangent_ref
+from ._version import __version__
 
 __all__ = [
     "ShardingWarning",

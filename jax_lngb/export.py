@@ -76,8 +76,6 @@ def export(
     function of the argument shapes that returns an `Exported`.
     """
     if not hasattr(fun_jit, "trace") and not hasattr(fun_jit, "lower"):
-        raise TypeError(
-            f"jax_lngb.export.export: fun_jit must be the result of jax.jit; got {type(fun_jit).__name__}"
-        )
+        raise TypeError(f"jax_lngb.export.export: fun_jit must be the result of jax.jit; got {type(fun_jit).__name__}")
     checks = [*disabled_checks, *disabled_safety_checks()]
     return _jax_export.export(fun_jit, disabled_checks=checks, **kwargs)

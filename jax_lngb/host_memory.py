@@ -182,8 +182,9 @@ def _apply(source: str) -> bool:
             _state["reason"] = f"mallopt refused {', '.join(failed)}"
             _warn_once(f"jax_lngb.retain_host_memory() does nothing here: {_state['reason']}")
             return False
-        _state.update(enabled=True, source=source, reason="glibc malloc: " + ", ".join(
-            f"{k}={v}" for k, v in SETTINGS.items()))
+        _state.update(
+            enabled=True, source=source, reason="glibc malloc: " + ", ".join(f"{k}={v}" for k, v in SETTINGS.items())
+        )
         return True
 
 
@@ -196,8 +197,9 @@ def requested_by_env(environ: dict[str, str] | None = None) -> bool:
     if v in _TRUE:
         return True
     if v not in _FALSE:
-        warnings.warn(f"{ENV_VAR}={value!r} is not understood (use 1 or 0); the opt-in stays off",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{ENV_VAR}={value!r} is not understood (use 1 or 0); the opt-in stays off", RuntimeWarning, stacklevel=2
+        )
     return False
 
 
@@ -224,9 +226,14 @@ def status() -> dict[str, Any]:
         "enabled": bool(_state["enabled"]),
         "source": _state["source"],
         "env": os.environ.get(ENV_VAR),
-        "reason": _state["reason"] if (_state["enabled"] or _state["reason"] != "not requested")
-        else "not requested; " + ("it would apply here: glibc malloc" if found["applicable"]
-                                  else "it would do nothing here: " + found["reason"]),
+        "reason": _state["reason"]
+        if (_state["enabled"] or _state["reason"] != "not requested")
+        else "not requested; "
+        + (
+            "it would apply here: glibc malloc"
+            if found["applicable"]
+            else "it would do nothing here: " + found["reason"]
+        ),
         "settings": dict(SETTINGS) if _state["enabled"] else {},
         "libc": found["libc"],
         "malloc_from": found["malloc_from"],
@@ -315,5 +322,7 @@ def summary(st: dict[str, Any] | None = None) -> str:
     "off (not requested; it would apply here: glibc malloc)": what `info` and
     the benchmark print."""
     st = status() if st is None else st
-    how = {"env": f"; set by {ENV_VAR}={st['env']}", "call": "; set by retain_host_memory()"}.get(st["source"] or "", "")
+    how = {"env": f"; set by {ENV_VAR}={st['env']}", "call": "; set by retain_host_memory()"}.get(
+        st["source"] or "", ""
+    )
     return f"{'on' if st['enabled'] else 'off'} ({st['reason']}{how})"

@@ -306,8 +306,9 @@ def pytest_addoption(parser, pluginmanager):
     # xdist registers -n the same way.
     group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
     group.addoption("--dist", dest="dist", default="no", help="ignored")
-    group.addoption("--no-loadscope-reorder", dest="loadscopereorder", action="store_false", default=True,
-                    help="ignored")
+    group.addoption(
+        "--no-loadscope-reorder", dest="loadscopereorder", action="store_false", default=True, help="ignored"
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -27,8 +27,21 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jax_lngb
 
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2,
-          "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8}
+_BYTES = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "f16": 2,
+    "bf16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+}
 _COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
 
 
@@ -88,8 +101,9 @@ def fused_backward_like() -> jax.extend.core.Primitive:
         return [dx, jnp.sum(d * xc, rows).astype(out_dtype), jnp.sum(d, rows).astype(out_dtype)]
 
     def layout(dy, x, mean, gamma, *, out_dtype):
-        return part.RowLayout(0, dy.ndim - 1, (part.ROWS_H, part.ROWS_H, part.ROWS, part.PARAM_H),
-                              (part.ROWS_H, part.SUM_H, part.SUM_H))
+        return part.RowLayout(
+            0, dy.ndim - 1, (part.ROWS_H, part.ROWS_H, part.ROWS, part.PARAM_H), (part.ROWS_H, part.SUM_H, part.SUM_H)
+        )
 
     for p in (public, local):
         p.multiple_results = True
@@ -116,8 +130,12 @@ def build(case: dict, arrays: dict, mesh: Mesh):
         rows = NamedSharding(mesh, spec_of(case["spec"][:-1]))
         prim = fused_backward_like()
         f = lambda *a: prim.bind(*a, out_dtype=np.dtype(case.get("out_dtype") or dt))
-        args = (put(arrays["dy"], act), put(arrays["x"], act), put(arrays["mean"], rows, jnp.float32),
-                put(arrays["gamma"], rep, pdt))
+        args = (
+            put(arrays["dy"], act),
+            put(arrays["x"], act),
+            put(arrays["mean"], rows, jnp.float32),
+            put(arrays["gamma"], rep, pdt),
+        )
         return jax.jit(f), args
     if op == "layer_norm_step":
         lr = 0.1
@@ -141,8 +159,13 @@ def build(case: dict, arrays: dict, mesh: Mesh):
         # CANN LayerNormGrad: row-wise, nothing summed over rows.
         rows = NamedSharding(mesh, spec_of(case["spec"][:-1]))
         f = functools.partial(jax_lngb.layer_norm_grad, epsilon=1e-5)
-        args = (put(arrays["dy"], act), put(arrays["x"], act), put(arrays["variance"], rows, jnp.float32),
-                put(arrays["mean"], rows, jnp.float32), put(arrays["gamma"], rep, pdt))
+        args = (
+            put(arrays["dy"], act),
+            put(arrays["x"], act),
+            put(arrays["variance"], rows, jnp.float32),
+            put(arrays["mean"], rows, jnp.float32),
+            put(arrays["gamma"], rep, pdt),
+        )
         return jax.jit(f), args
     raise ValueError(f"unknown op {op!r}")
 

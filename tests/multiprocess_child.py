@@ -38,7 +38,9 @@ def train_step(params, x, target):
 def main(process_id: int, num_processes: int, port: int, workdir: str) -> None:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}", num_processes=num_processes, process_id=process_id,
+        coordinator_address=f"127.0.0.1:{port}",
+        num_processes=num_processes,
+        process_id=process_id,
         initialization_timeout=120,
     )
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -66,15 +68,25 @@ def main(process_id: int, num_processes: int, port: int, workdir: str) -> None:
             first = (loss, *grads)
     local = lambda a: np.asarray(a.addressable_data(0), np.float32)  # replicated: every shard is whole
     if process_id == 0:
-        np.savez(work / "result.npz", loss=local(first[0]), dgamma=local(first[1]), dbeta=local(first[2]),
-                 gamma=local(params[0]), beta=local(params[1]))
-        (work / "result.json").write_text(json.dumps({
-            "process_count": jax.process_count(),
-            "device_count": jax.device_count(),
-            "local_device_count": jax.local_device_count(),
-            "all_gather": hlo.count(" all-gather(") + hlo.count(" all-gather-start("),
-            "all_reduce": hlo.count(" all-reduce(") + hlo.count(" all-reduce-start("),
-        }))
+        np.savez(
+            work / "result.npz",
+            loss=local(first[0]),
+            dgamma=local(first[1]),
+            dbeta=local(first[2]),
+            gamma=local(params[0]),
+            beta=local(params[1]),
+        )
+        (work / "result.json").write_text(
+            json.dumps(
+                {
+                    "process_count": jax.process_count(),
+                    "device_count": jax.device_count(),
+                    "local_device_count": jax.local_device_count(),
+                    "all_gather": hlo.count(" all-gather(") + hlo.count(" all-gather-start("),
+                    "all_reduce": hlo.count(" all-reduce(") + hlo.count(" all-reduce-start("),
+                }
+            )
+        )
     jax.distributed.shutdown()
 
 

@@ -92,8 +92,9 @@ def layer_norm_reference(x, scale, bias, ct, epsilon, sum_axes=None):
     )
 
 
-def check_against_reference(y, g_scale, g_bias, g_x, ref, *, out_dtype, param_dtype, x_dtype, compute_dtype=None,
-                            double_rounded_dx=False):
+def check_against_reference(
+    y, g_scale, g_bias, g_x, ref, *, out_dtype, param_dtype, x_dtype, compute_dtype=None, double_rounded_dx=False
+):
     """Each result within the bounds of `assert_close` of the reference.
 
     The parameter gradients are sums of dy * xhat with dy in the output
@@ -105,15 +106,35 @@ def check_against_reference(y, g_scale, g_bias, g_x, ref, *, out_dtype, param_dt
     """
     assert_close(y, ref["y"], result_dtype=out_dtype, scale=np.abs(ref["y"]).max(), what="output")
     if g_scale is not None:
-        assert_close(g_scale, ref["d_scale"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     rounded_to=compute_dtype, scale=ref["d_scale_terms"], what="d scale")
+        assert_close(
+            g_scale,
+            ref["d_scale"],
+            result_dtype=param_dtype,
+            input_dtype=out_dtype,
+            rounded_to=compute_dtype,
+            scale=ref["d_scale_terms"],
+            what="d scale",
+        )
     if g_bias is not None:
-        assert_close(g_bias, ref["d_bias"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     rounded_to=compute_dtype, scale=ref["d_bias_terms"], what="d bias")
+        assert_close(
+            g_bias,
+            ref["d_bias"],
+            result_dtype=param_dtype,
+            input_dtype=out_dtype,
+            rounded_to=compute_dtype,
+            scale=ref["d_bias_terms"],
+            what="d bias",
+        )
     u_x = max(unit_roundoff(x_dtype), unit_roundoff(compute_dtype or x_dtype))
     extra = 4 * u_x / (64 * U32) if double_rounded_dx else 0.0
-    assert_close(g_x, ref["d_x"], result_dtype=x_dtype, rounded_to=compute_dtype, scale=ref["d_x_terms"] * (1 + extra),
-                 what="d x")
+    assert_close(
+        g_x,
+        ref["d_x"],
+        result_dtype=x_dtype,
+        rounded_to=compute_dtype,
+        scale=ref["d_x_terms"] * (1 + extra),
+        what="d x",
+    )
 
 
 def train(loss_fn, params, batches, lr=0.05):
@@ -158,8 +179,9 @@ def assert_same_training(p_ours, p_theirs, p_init, loss_ours, loss_theirs, dtype
     for a, b, b0 in zip(*leaves):
         moved = float(np.abs(np.asarray(b, np.float64) - np.asarray(b0, np.float64)).max())
         assert moved > 0
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                   rtol=4 * unit_roundoff(F32), atol=16 * u * moved)
+        np.testing.assert_allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=4 * unit_roundoff(F32), atol=16 * u * moved
+        )
 
 
 # ------------------------------------------------------ promotion modes

@@ -41,8 +41,7 @@ def layer_norm_grads(a: dict, check_vma: bool, ln=jax_lngb.layer_norm):
     def body(x, gamma, beta, w):
         return jax.lax.psum(loss_local(x, gamma, beta, w, ln), AXIS)
 
-    f = jax.shard_map(body, mesh=mesh_1d(), in_specs=(P(AXIS), P(), P(), P(AXIS)), out_specs=P(),
-                      check_vma=check_vma)
+    f = jax.shard_map(body, mesh=mesh_1d(), in_specs=(P(AXIS), P(), P(), P(AXIS)), out_specs=P(), check_vma=check_vma)
     return jax.jit(jax.grad(f, argnums=(0, 1, 2)))(a["x"], a["gamma"], a["beta"], a["w"]), {}
 
 
@@ -74,8 +73,7 @@ def scenario_grad_beta(a):
         seen["vma"] = sorted(map(str, varying_axes(jax.typeof(g))))
         return jax.lax.psum(g, AXIS), jax.lax.psum(b, AXIS)
 
-    f = jax.jit(jax.shard_map(body, mesh=mesh_1d(), in_specs=(P(AXIS), P(AXIS)), out_specs=(P(), P()),
-                              check_vma=True))
+    f = jax.jit(jax.shard_map(body, mesh=mesh_1d(), in_specs=(P(AXIS), P(AXIS)), out_specs=(P(), P()), check_vma=True))
     text = f.lower(a["res"], a["dy"]).as_text()
     seen["kernel_call"] = "jax_lngb_layer_norm_grad_beta" in text
     seen["partitioning_call"] = "CustomSPMDPartitioning" in text
@@ -90,8 +88,9 @@ def scenario_grad_beta_vmap(a):
         seen["vma"] = sorted(map(str, varying_axes(jax.typeof(g))))
         return jax.lax.psum(g, AXIS), jax.lax.psum(b, AXIS)
 
-    f = jax.shard_map(body, mesh=mesh_1d(), in_specs=(P(None, AXIS), P(None, AXIS)), out_specs=(P(), P()),
-                      check_vma=True)
+    f = jax.shard_map(
+        body, mesh=mesh_1d(), in_specs=(P(None, AXIS), P(None, AXIS)), out_specs=(P(), P()), check_vma=True
+    )
     return jax.jit(f)(a["res_g"], a["dy_g"]), seen
 
 
@@ -120,8 +119,16 @@ def scenario_partial_manual(a):
         g, b = jax_lngb.layer_norm_grad_beta(res, dy)
         return jax.lax.psum(g, AXIS), jax.lax.psum(b, AXIS)
 
-    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(AXIS), P(AXIS)), out_specs=(P(), P()),
-                              axis_names=frozenset({AXIS}), check_vma=True))
+    f = jax.jit(
+        jax.shard_map(
+            body,
+            mesh=mesh,
+            in_specs=(P(AXIS), P(AXIS)),
+            out_specs=(P(), P()),
+            axis_names=frozenset({AXIS}),
+            check_vma=True,
+        )
+    )
     sh = NamedSharding(mesh, P(AXIS, "model"))
     res, dy = jax.device_put(a["res"], sh), jax.device_put(a["dy"], sh)
     hlo = f.lower(res, dy).compile().as_text()

@@ -27,8 +27,14 @@ F32, F16, BF16 = jnp.float32, jnp.float16, jnp.bfloat16
 PAIRS = [(F32, F32), (F16, F16), (BF16, BF16), (BF16, F32), (F16, F32)]
 PAIR_IDS = ["f32", "f16", "bf16", "bf16+f32", "f16+f32"]
 # (kind, has_beta, zero_centered)
-FORMS = [("layer", True, False), ("layer", False, False), ("layer", True, True), ("layer", False, True),
-         ("rms", False, False), ("rms", False, True)]
+FORMS = [
+    ("layer", True, False),
+    ("layer", False, False),
+    ("layer", True, True),
+    ("layer", False, True),
+    ("rms", False, False),
+    ("rms", False, True),
+]
 FORM_IDS = ["ln", "ln-nobeta", "ln-zc", "ln-nobeta-zc", "rms", "rms-zc"]
 
 
@@ -125,6 +131,7 @@ def test_grad_matches_autodiff(rng, pair, form):
         def f(x, r, g, b):
             y, h = fn(kind, has_beta, zc, x, r, g, b)
             return jnp.sum(y.astype(F32) * wy) + jnp.sum(h.astype(F32) * wh)
+
         return f
 
     got = jax.jit(jax.grad(loss(_call), argnums=(0, 1, 2, 3)))(x, r, g, b)
@@ -137,8 +144,7 @@ def test_grad_matches_autodiff(rng, pair, form):
     if not has_beta:
         np.testing.assert_array_equal(np.asarray(got[3]), 0.0)  # beta never reached y
     # d_x = d_residual: one value, in each argument's dtype.
-    np.testing.assert_array_equal(np.asarray(got[0], np.float32),
-                                  np.asarray(got[1].astype(xd), np.float32))
+    np.testing.assert_array_equal(np.asarray(got[0], np.float32), np.asarray(got[1].astype(xd), np.float32))
 
 
 def test_backward_is_one_kernel_and_oracle(rng):
@@ -159,8 +165,8 @@ def test_backward_is_one_kernel_and_oracle(rng):
 def test_forward_mode_and_higher_order(rng, kind):
     x, r, g, b = _inputs(rng, (3, 12), F32, F32, True)
     has_beta = kind == "layer"
-    f = lambda *a: _call(kind, has_beta, True, *a)  # noqa: E731
-    p = lambda *a: _plain(kind, has_beta, True, *a)  # noqa: E731
+    f = lambda *a: _call(kind, has_beta, True, *a)
+    p = lambda *a: _plain(kind, has_beta, True, *a)
     ts = [jnp.asarray(random_array(rng, a.shape, F32)) for a in (x, r, g, b)]
     _, t_got = jax.jvp(f, (x, r, g, b), tuple(ts))
     _, t_want = jax.jvp(p, (x, r, g, b), tuple(ts))
@@ -174,6 +180,7 @@ def test_forward_mode_and_higher_order(rng, kind):
         def h(x, r, g, b):
             gx, gr, gg, _ = jax.grad(inner(fn), (0, 1, 2, 3))(x, r, g, b)
             return jnp.sum(gx**2) + jnp.sum(gr * gg[None])
+
         return h
 
     got = jax.grad(outer(f), (0, 1, 2, 3))(x, r, g, b)
@@ -186,7 +193,7 @@ def test_forward_mode_and_higher_order(rng, kind):
 def test_vmap(rng, kind):
     has_beta = kind == "layer"
     x, r, g, b = _inputs(rng, (5, 6, 32), F32, F32, False)
-    f = lambda *a: _call(kind, has_beta, False, *a)  # noqa: E731
+    f = lambda *a: _call(kind, has_beta, False, *a)
     # Shared parameters: more rows.
     y, h = jax.vmap(f, in_axes=(0, 0, None, None))(x, r, g, b)
     y1, h1 = f(x, r, g, b)
@@ -195,7 +202,7 @@ def test_vmap(rng, kind):
     # Mapped parameters: one problem per element, and per-element gradients.
     gs = jnp.stack([g * (1 + 0.1 * i) for i in range(5)])
     bs = jnp.stack([b + i for i in range(5)])
-    loss = lambda x, r, g, b: jnp.sum(f(x, r, g, b)[0] ** 2) + jnp.sum(f(x, r, g, b)[1])  # noqa: E731
+    loss = lambda x, r, g, b: jnp.sum(f(x, r, g, b)[0] ** 2) + jnp.sum(f(x, r, g, b)[1])
     got = jax.jit(jax.vmap(jax.grad(loss, (0, 1, 2, 3))))(x, r, gs, bs)
     for i in range(5):
         want = jax.grad(loss, (0, 1, 2, 3))(x[i], r[i], gs[i], bs[i])
@@ -210,8 +217,12 @@ def test_vmap(rng, kind):
 
 def test_export_lists_targets(rng):
     targets = jax_lngb.export.custom_call_targets()
-    for t in ("jax_lngb_add_layer_norm_forward", "jax_lngb_add_layer_norm_backward",
-              "jax_lngb_add_rms_norm_forward", "jax_lngb_add_rms_norm_backward"):
+    for t in (
+        "jax_lngb_add_layer_norm_forward",
+        "jax_lngb_add_layer_norm_backward",
+        "jax_lngb_add_rms_norm_forward",
+        "jax_lngb_add_rms_norm_backward",
+    ):
         assert t in targets
     x, r, g, b = _inputs(rng, (4, 16), F32, F32, False)
     f = jax.grad(lambda x, r: jnp.sum(add_layer_norm(x, r, g, b)[0] ** 2), (0, 1))
@@ -244,8 +255,9 @@ _DIGEST = textwrap.dedent("""
 def test_bits_do_not_depend_on_threads():
     digests = []
     for threads in ("1", "4"):
-        proc = run_python(_DIGEST, env={"JAX_LNGB_NUM_THREADS": threads,
-                                        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"})
+        proc = run_python(
+            _DIGEST, env={"JAX_LNGB_NUM_THREADS": threads, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         digests.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert digests[0] == digests[1]
@@ -283,11 +295,13 @@ def test_sharded_rows_need_no_gather(rng):
     x = np.random.default_rng(5)
     xs = [jnp.asarray(x.standard_normal((16, 8, 64)), F32) for _ in range(2)]
     g, b = (jnp.asarray(x.standard_normal(64), F32) for _ in range(2))
-    for name, f in (("ln", lambda x, r, g, b: add_layer_norm(x, r, g, b)),
-                    ("rms", lambda x, r, g, b: add_rms_norm(x, r, g))):
+    for name, f in (
+        ("ln", lambda x, r, g, b: add_layer_norm(x, r, g, b)),
+        ("rms", lambda x, r, g, b: add_rms_norm(x, r, g)),
+    ):
         assert res[name]["all-gather"] == 0, name
         assert res[name]["all-reduce"] >= 1, name  # the parameter sums
-        loss = lambda x, r, g, b: jnp.sum(f(x, r, g, b)[0] ** 2) + jnp.sum(jnp.sin(f(x, r, g, b)[1]))  # noqa: E731
+        loss = lambda x, r, g, b: jnp.sum(f(x, r, g, b)[0] ** 2) + jnp.sum(jnp.sin(f(x, r, g, b)[1]))
         want = jax.grad(loss, (0, 1, 2, 3))(*xs, g, b)
         for a, w in zip(res[name]["grads"], want):
             np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(w), rtol=1e-4, atol=1e-4)
@@ -302,18 +316,42 @@ def test_sharded_rows_need_no_gather(rng):
         ((np.ones((4, 8)), np.ones((4, 9)), np.ones(8)), {}, ValueError, "residual must have the shape of x"),
         ((np.ones((4, 8)), np.ones((3, 8)), np.ones(8)), {}, ValueError, "residual"),
         ((np.ones((4, 8), np.int32), np.ones((4, 8)), np.ones(8)), {}, TypeError, "x must have dtype"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.int8), np.ones(8)), {}, TypeError,
-         "residual must have dtype"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(7, np.float32)), {}, ValueError,
-         "gamma must have shape"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32), np.ones(3, np.float32)),
-         {}, ValueError, "beta must have shape"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.int32)), {}, TypeError,
-         "gamma must have dtype"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32)), {"epsilon": -1.0},
-         ValueError, "epsilon"),
-        ((np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32)),
-         {"zero_centered_gamma": 1}, TypeError, "zero_centered_gamma must be a bool"),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.int8), np.ones(8)),
+            {},
+            TypeError,
+            "residual must have dtype",
+        ),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(7, np.float32)),
+            {},
+            ValueError,
+            "gamma must have shape",
+        ),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32), np.ones(3, np.float32)),
+            {},
+            ValueError,
+            "beta must have shape",
+        ),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.int32)),
+            {},
+            TypeError,
+            "gamma must have dtype",
+        ),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32)),
+            {"epsilon": -1.0},
+            ValueError,
+            "epsilon",
+        ),
+        (
+            (np.ones((4, 8), np.float32), np.ones((4, 8), np.float32), np.ones(8, np.float32)),
+            {"zero_centered_gamma": 1},
+            TypeError,
+            "zero_centered_gamma must be a bool",
+        ),
         ((np.float32(1.0), np.float32(1.0), np.ones(1, np.float32)), {}, ValueError, "rank"),
     ],
 )
@@ -328,14 +366,17 @@ def test_bad_arguments_name_the_argument(args, kw, err, match):
 def test_bad_primitive_binds_fail_at_trace_time():
     x = jnp.ones((4, 8), F32)
     with pytest.raises(ValueError, match="kind"):
-        jax_lngb.add_norm_forward_p.bind(x, x, jnp.ones(8), kind="batch", epsilon=1e-5, zero_centered=False,
-                                         has_beta=False, batch_dims=0)
+        jax_lngb.add_norm_forward_p.bind(
+            x, x, jnp.ones(8), kind="batch", epsilon=1e-5, zero_centered=False, has_beta=False, batch_dims=0
+        )
     with pytest.raises(ValueError, match="no beta"):
-        jax_lngb.add_norm_forward_p.bind(x, x, jnp.ones(8), jnp.ones(8), kind="rms", epsilon=1e-5,
-                                         zero_centered=False, has_beta=True, batch_dims=0)
+        jax_lngb.add_norm_forward_p.bind(
+            x, x, jnp.ones(8), jnp.ones(8), kind="rms", epsilon=1e-5, zero_centered=False, has_beta=True, batch_dims=0
+        )
     with pytest.raises(TypeError, match="parameter operands"):
-        jax_lngb.add_norm_forward_p.bind(x, x, jnp.ones(8), kind="layer", epsilon=1e-5, zero_centered=False,
-                                         has_beta=True, batch_dims=0)
+        jax_lngb.add_norm_forward_p.bind(
+            x, x, jnp.ones(8), kind="layer", epsilon=1e-5, zero_centered=False, has_beta=True, batch_dims=0
+        )
 
 
 def test_empty_and_nonfinite_rows():

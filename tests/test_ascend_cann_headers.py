@@ -47,15 +47,15 @@ CHECKOUTS = _checkouts()
 @pytest.mark.skipif(isinstance(CHECKOUTS, str), reason=CHECKOUTS if isinstance(CHECKOUTS, str) else "")
 def test_kernel_type_checks_against_cann_headers():
     devkit, tools = CHECKOUTS  # type: ignore[misc]
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), str(devkit), str(tools)], capture_output=True, text=True, timeout=900
-    )
+    proc = subprocess.run(["bash", str(SCRIPT), str(devkit), str(tools)], capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     impls = {"2201": "common", "3510": "3510", "2002": "common"}
     for arch, impl in impls.items():
-        assert f"dav-{arch}: 0 errors, 0 warnings in our sources; LayerNormGradBeta from " \
-               f"layernormgradbeta_{impl}_impl.h" in out, out
+        assert (
+            f"dav-{arch}: 0 errors, 0 warnings in our sources; LayerNormGradBeta from "
+            f"layernormgradbeta_{impl}_impl.h" in out
+        ), out
     # the probes calling LayerNorm, LayerNormGrad and RmsNorm as the emulation declares them
     for arch, impl in impls.items():
         assert (

@@ -13,11 +13,10 @@ import struct
 
 import numpy as np
 import pytest
-
 from conftest import assert_sums_close, random_array
-from jax_lngb import tiling
+
+from jax_lngb import layer_norm_grad_beta_ref, tiling
 from jax_lngb.ascend import emulator as ascend_emu
-from jax_lngb import layer_norm_grad_beta_ref
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 
@@ -29,6 +28,7 @@ IMPLS = ["dav-2201", "dav-3510"]
 def arch(request) -> str:
     """The architecture planned for and emulated (its LayerNormGradBeta)."""
     return request.param
+
 
 # ------------------------------------------------------------------ models
 
@@ -316,7 +316,10 @@ def test_misaligned_rows_fail_loudly():
     res, dy, plan = _small_problem()
     # 20-float chunks put the combine kernel's pd_beta half at byte 80
     bad = _patched(plan, combine_chunk_cols=20)
-    with pytest.raises(ascend_emu.KernelFault, match=r"combine_f32 \[core 0 of \d\]: DataCopy GM->UB: unified-buffer address 80 is not 32-byte aligned"):
+    with pytest.raises(
+        ascend_emu.KernelFault,
+        match=r"combine_f32 \[core 0 of \d\]: DataCopy GM->UB: unified-buffer address 80 is not 32-byte aligned",
+    ):
         _launch(res, dy, plan, bad)
     # 12-float column ranges copy 48 bytes: not whole blocks
     with pytest.raises(ascend_emu.KernelFault, match="12 float elements are 48 bytes, not a multiple of 32"):
@@ -383,13 +386,13 @@ def test_api_worked_example_and_reuse(arch):
     x = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
     for reuse in (False, True):
         t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, 8, 8), 64, 4, reuse)
-        g, b = ascend_emu.layer_norm_grad_beta_api(
-            x, x, t, stack_buffer_bytes=64, is_reuse_source=reuse, npu_arch=arch
-        )
+        g, b = ascend_emu.layer_norm_grad_beta_api(x, x, t, stack_buffer_bytes=64, is_reuse_source=reuse, npu_arch=arch)
         np.testing.assert_array_equal(g, [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488])
         np.testing.assert_array_equal(b, [224, 232, 240, 248, 256, 264, 272, 280])
     with pytest.raises(ValueError, match="not supported for half"):
-        ascend_emu.layer_norm_grad_beta_api(x.astype(F16), x.astype(F16), t, stack_buffer_bytes=64, is_reuse_source=True)
+        ascend_emu.layer_norm_grad_beta_api(
+            x.astype(F16), x.astype(F16), t, stack_buffer_bytes=64, is_reuse_source=True
+        )
 
 
 def test_api_rejects_a_buffer_smaller_than_its_tiling():
@@ -448,7 +451,7 @@ def test_api_3510_row_counter_limit():
     for rows, ok in [(limit, True), (limit + 1, False)]:
         x = np.ones((1, rows, 8), F32)
         t = tiling.get_layer_norm_grad_beta_nd_tiling_info((1, rows, 8), 64, 4)
-        call = lambda: ascend_emu.layer_norm_grad_beta_api(  # noqa: E731
+        call = lambda: ascend_emu.layer_norm_grad_beta_api(
             x, x, t, stack_buffer_bytes=64, ub_bytes=2 * rows * 8 * 4 + 4096, npu_arch="dav-3510"
         )
         if ok:
@@ -476,14 +479,26 @@ def test_plan_keeps_3510_calls_within_its_row_counter(rng):
     np.testing.assert_array_equal(bits(run.pd_gamma), bits(mg))
     with pytest.raises(ascend_emu.KernelFault, match="counts rows in a uint16_t"):
         ascend_emu.run_kernel(
-            res, dy, p2201.to_bytes(), out_dtype=F32, workspace_bytes=p2201.workspace_bytes,
-            block_dim=p2201.block_dim, combine_block_dim=p2201.combine_block_dim, ub_bytes=ub,
+            res,
+            dy,
+            p2201.to_bytes(),
+            out_dtype=F32,
+            workspace_bytes=p2201.workspace_bytes,
+            block_dim=p2201.block_dim,
+            combine_block_dim=p2201.combine_block_dim,
+            ub_bytes=ub,
             npu_arch="dav-3510",
         )
     # ... while the common implementation takes the big call
     g, _, _, _ = ascend_emu.run_kernel(
-        res, dy, p2201.to_bytes(), out_dtype=F32, workspace_bytes=p2201.workspace_bytes,
-        block_dim=p2201.block_dim, combine_block_dim=p2201.combine_block_dim, ub_bytes=ub,
+        res,
+        dy,
+        p2201.to_bytes(),
+        out_dtype=F32,
+        workspace_bytes=p2201.workspace_bytes,
+        block_dim=p2201.block_dim,
+        combine_block_dim=p2201.combine_block_dim,
+        ub_bytes=ub,
     )
     np.testing.assert_array_equal(bits(g), bits(kernel_model(res, dy, p2201, F32)[0]))
 

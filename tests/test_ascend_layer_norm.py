@@ -7,17 +7,17 @@ training step for the Ascend platform."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import run_python
+
 from jax_lngb._ops.layer_norm.backward import layer_norm_backward_ref
 from jax_lngb._ops.layer_norm.forward import layer_norm_forward_ref
 from jax_lngb._ops.layer_norm.grad import layer_norm_grad_ref
 from jax_lngb._ops.primitives import layer_norm_backward_p, layer_norm_forward_p, layer_norm_grad_p
-from jax_lngb.ascend import emulator, layer_norm_kernels as K
+from jax_lngb.ascend import emulator
+from jax_lngb.ascend import layer_norm_kernels as K
 
 ARCHS = ["dav-2201", "dav-2002"]
 EPS = 1e-5
@@ -41,8 +41,12 @@ def _rel(a, ref):
 
 
 def _cpu_forward(x, g, b):
-    return [np.asarray(o) for o in layer_norm_forward_p.bind(
-        jnp.asarray(x), jnp.asarray(g), jnp.asarray(b), epsilon=EPS, batch_dims=0, backward="fused")]
+    return [
+        np.asarray(o)
+        for o in layer_norm_forward_p.bind(
+            jnp.asarray(x), jnp.asarray(g), jnp.asarray(b), epsilon=EPS, batch_dims=0, backward="fused"
+        )
+    ]
 
 
 # (rows, H): aligned H, padded H (float: H % 8 != 0, half: H % 16 != 0),
@@ -91,9 +95,19 @@ def test_fused_backward_matches_float64_and_the_cpu_kernel(arch, dt, out_dt, row
     assert dx.dtype == dt and pg.dtype == out_dt and pb.dtype == out_dt
     assert _rel(dx, dxr) < TOL[dt]
     assert _rel(pg, pgr) < TOL[out_dt] and _rel(pb, pbr) < TOL[out_dt]
-    cdx, cpg, cpb = (np.asarray(o) for o in layer_norm_backward_p.bind(
-        jnp.asarray(dy), jnp.asarray(x), jnp.asarray(var), jnp.asarray(mean), jnp.asarray(g),
-        epsilon=EPS, batch_dims=0, out_dtype=jnp.dtype(out_dt)))
+    cdx, cpg, cpb = (
+        np.asarray(o)
+        for o in layer_norm_backward_p.bind(
+            jnp.asarray(dy),
+            jnp.asarray(x),
+            jnp.asarray(var),
+            jnp.asarray(mean),
+            jnp.asarray(g),
+            epsilon=EPS,
+            batch_dims=0,
+            out_dtype=jnp.dtype(out_dt),
+        )
+    )
     assert _rel(dx, cdx) < TOL[dt] and _rel(pg, cpg) < TOL[out_dt] and _rel(pb, cpb) < TOL[out_dt]
     plan = stats["plan"]
     assert stats["api_calls"] == 2 * plan.num_tiles  # LayerNormGrad and LayerNormGradBeta per tile
@@ -110,9 +124,18 @@ def test_layer_norm_grad_matches_float64_and_the_cpu_kernel(arch, dt, rows, h):
     pdxr, resr = layer_norm_grad_ref(dy, x, var, mean, g, epsilon=EPS)
     assert pdx.dtype == dt and res.dtype == dt
     assert _rel(pdx, pdxr) < TOL[dt] and _rel(res, resr) < TOL[dt]
-    cpdx, cres = (np.asarray(o) for o in layer_norm_grad_p.bind(
-        jnp.asarray(dy), jnp.asarray(x), jnp.asarray(var), jnp.asarray(mean), jnp.asarray(g),
-        epsilon=EPS, batch_dims=0))
+    cpdx, cres = (
+        np.asarray(o)
+        for o in layer_norm_grad_p.bind(
+            jnp.asarray(dy),
+            jnp.asarray(x),
+            jnp.asarray(var),
+            jnp.asarray(mean),
+            jnp.asarray(g),
+            epsilon=EPS,
+            batch_dims=0,
+        )
+    )
     assert _rel(pdx, cpdx) < TOL[dt] and _rel(res, cres) < TOL[dt]
 
 
@@ -227,8 +250,11 @@ done(**res)
 """.replace("BACKWARD", repr(backward))
     )
     want = {"jax_lngb_ascend_layer_norm_forward"}
-    want |= {"jax_lngb_ascend_layer_norm_backward"} if backward == "fused" else {
-        "jax_lngb_ascend_layer_norm_grad", "jax_lngb_layer_norm_grad_beta"}
+    want |= (
+        {"jax_lngb_ascend_layer_norm_backward"}
+        if backward == "fused"
+        else {"jax_lngb_ascend_layer_norm_grad", "jax_lngb_layer_norm_grad_beta"}
+    )
     assert "jax_lngb_ascend_layer_norm_forward" in out.pop("vmap")
     for dt, r in out.items():
         assert want <= set(r["targets"]), r

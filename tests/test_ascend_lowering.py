@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import run_python
+
 from jax_lngb import ascend, tiling
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,8 +262,11 @@ def test_register_platform_checks_its_argument():
 
 @pytest.mark.parametrize(
     "arch, ub, cores, block",
-    [("dav-2201", 196608, 40, "vector cores"), ("dav-3510", 245760, 40, "vector cores"),
-     ("dav-2002", 262144, 8, "AI cores")],
+    [
+        ("dav-2201", 196608, 40, "vector cores"),
+        ("dav-3510", 245760, 40, "vector cores"),
+        ("dav-2002", 262144, 8, "AI cores"),
+    ],
 )
 def test_the_plan_follows_the_npu_architecture(monkeypatch, arch, ub, cores, block):
     monkeypatch.setenv(ascend.ARCH_ENV, arch)

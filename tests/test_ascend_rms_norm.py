@@ -20,8 +20,8 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import run_python
+
 from jax_lngb import ascend
 
 PRELUDE = r"""
@@ -87,8 +87,13 @@ def ref64(x, g, dy, eps=1e-5):
 def test_plans_fit_the_unified_buffer_and_cover_every_row(monkeypatch, arch):
     monkeypatch.setenv(ascend.ARCH_ENV, arch)
     ub = ascend.tiling.npu_arch_defaults(arch).ub_bytes
-    for shape, dt in [((4096, 1024), np.float32), ((4096, 1024), np.float16), ((3, 70, 20), np.float16),
-                      ((7, 4000), np.float32), ((1000, 2), np.float32)]:
+    for shape, dt in [
+        ((4096, 1024), np.float32),
+        ((4096, 1024), np.float16),
+        ((3, 70, 20), np.float16),
+        ((7, 4000), np.float32),
+        ((1000, 2), np.float32),
+    ]:
         for backward in (False, True):
             p = ascend.plan_rms_norm(shape, dt, backward=backward, out_dtype=dt)
             assert p is not None, (shape, dt, backward)

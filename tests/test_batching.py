@@ -19,7 +19,7 @@ from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
 
 def per_element(res, dy, res_axis, dy_axis):
     """The reference: a loop over the mapped axis, one oracle call each."""
-    size = (res.shape[res_axis] if res_axis is not None else dy.shape[dy_axis])
+    size = res.shape[res_axis] if res_axis is not None else dy.shape[dy_axis]
     for i in range(size):
         r = res if res_axis is None else np.take(res, i, axis=res_axis)
         d = dy if dy_axis is None else np.take(dy, i, axis=dy_axis)
@@ -142,8 +142,11 @@ def test_grad_of_nested_vmap_is_one_problem_over_all_rows(backward):
     jaxpr = jax.make_jaxpr(ours)(x, g, b).jaxpr
     kernels = [e for e in jaxpr.eqns if e.primitive.name.startswith("layer_norm")]
     names = [e.primitive.name for e in kernels]
-    want = ["layer_norm_forward", "layer_norm_backward"] if backward == "fused" else [
-        "layer_norm_forward", "layer_norm_grad", "layer_norm_grad_beta"]
+    want = (
+        ["layer_norm_forward", "layer_norm_backward"]
+        if backward == "fused"
+        else ["layer_norm_forward", "layer_norm_grad", "layer_norm_grad_beta"]
+    )
     assert names == want, names
     for e in kernels:  # one call over all B * T rows, no group axes
         assert e.params["batch_dims"] == 0
@@ -186,7 +189,7 @@ def test_mapped_parameters_stay_independent_problems():
     bs = jnp.asarray((0.2 * r.standard_normal((B, HH))).astype(np.float32))
 
     def loss(fn):
-        inner = lambda x, g, b: jax.vmap(lambda row: fn(row, g, b))(x)  # noqa: E731
+        inner = lambda x, g, b: jax.vmap(lambda row: fn(row, g, b))(x)
         return lambda x, g, b: jnp.sum(jax.vmap(inner)(x, g, b) * ct)
 
     ours = jax.grad(loss(layer_norm), argnums=(0, 1, 2))
@@ -213,8 +216,7 @@ def test_forward_mode_under_vmap_folds_and_matches_jnp():
 
 
 def test_layer_norm_grad_under_vmap_folds_with_shared_gamma():
-    from jax_lngb import layer_norm_grad
-    from jax_lngb import layer_norm_grad_ref
+    from jax_lngb import layer_norm_grad, layer_norm_grad_ref
 
     x, g, _, dy = _ln_inputs(5)
     mean = jnp.mean(x, -1)

@@ -22,11 +22,28 @@ PASSES = ("fwd", "bwd", "fwd+bwd")
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "add_norm.json"
-    cmd = [sys.executable, "-m", "jax_lngb.bench", "--section", "add_norm", "--shapes", *SHAPES,
-           "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1", "--json", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jax_lngb.bench",
+        "--section",
+        "add_norm",
+        "--shapes",
+        *SHAPES,
+        "--dtypes",
+        *DTYPES,
+        "--reps",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
     # Outside the source folder: `-m` puts the working directory on sys.path.
-    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -42,8 +59,13 @@ def _torch_available() -> bool:
 def test_every_case_norm_pass_and_implementation(doc):
     names = {"f32": "float32", "bf16": "bfloat16"}
     got = [(tuple(c["shape"]), c["dtype"], c["extra"]["norm"], c["extra"]["pass"]) for c in doc["cases"]]
-    assert got == [(tuple(int(d) for d in s.split("x")), names[t], n, p)
-                   for s in SHAPES for t in DTYPES for n in NORMS for p in PASSES]
+    assert got == [
+        (tuple(int(d) for d in s.split("x")), names[t], n, p)
+        for s in SHAPES
+        for t in DTYPES
+        for n in NORMS
+        for p in PASSES
+    ]
     for c in doc["cases"]:
         p = c["extra"]["pass"]
         want = {"ours", "unfused", "xla", "probe"} | ({"torch"} if _torch_available() else set())

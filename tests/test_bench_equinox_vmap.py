@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("equinox")
 
-from jax_lngb.bench import equinox_vmap  # noqa: E402
+from jax_lngb.bench import equinox_vmap
 
 # Max |diff| against the flat call per output (y, dx, dweight, dbias): the
 # drop-in is the same kernel work; Equinox is XLA autodiff in float32 (f32)

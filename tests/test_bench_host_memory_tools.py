@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import run_python
+
 from jax_lngb.bench import allocators
 
 
@@ -22,12 +23,19 @@ def test_option_environments():
 
 
 def test_summary_and_table():
-    case = lambda ms, f: {"shape": [8, 4], "dtype": "float32", "ms": ms, "faults_per_call": f,  # noqa: E731
-                          "peak_rss_mib": 100.0 + f}
-    runs = [{"option": "glibc", "impl": "ours", "result": {"cases": [case(3.0, 10)]}},
-            {"option": "glibc", "impl": "ours", "result": {"cases": [case(5.0, 30)]}},
-            {"option": "glibc", "impl": "ours", "result": {"cases": [case(4.0, 20)]}},
-            {"option": "jemalloc", "impl": "ours", "result": "libjemalloc.so.2 not found"}]
+    case = lambda ms, f: {
+        "shape": [8, 4],
+        "dtype": "float32",
+        "ms": ms,
+        "faults_per_call": f,
+        "peak_rss_mib": 100.0 + f,
+    }
+    runs = [
+        {"option": "glibc", "impl": "ours", "result": {"cases": [case(3.0, 10)]}},
+        {"option": "glibc", "impl": "ours", "result": {"cases": [case(5.0, 30)]}},
+        {"option": "glibc", "impl": "ours", "result": {"cases": [case(4.0, 20)]}},
+        {"option": "jemalloc", "impl": "ours", "result": "libjemalloc.so.2 not found"},
+    ]
     (row,) = allocators.summarize(runs)
     assert (row["ms"], row["ms_min"], row["ms_max"], row["rounds"]) == (4.0, 3.0, 5.0, 3)
     assert row["faults_per_call"] == 20 and row["peak_rss_mib"] == 130.0
@@ -37,9 +45,11 @@ def test_summary_and_table():
 
 def test_allocators_end_to_end_tiny(tmp_path):
     out = tmp_path / "alloc.json"
-    code = ("import sys; from jax_lngb.bench import allocators; "
-            "sys.exit(allocators.main(['--shapes', '64x128', '--dtypes', 'f32', '--rounds', '1', '--reps', '1', "
-            f"'--warmup', '1', '--options', 'glibc', 'retain', '--impls', 'ours', '--json', {str(out)!r}]))")
+    code = (
+        "import sys; from jax_lngb.bench import allocators; "
+        "sys.exit(allocators.main(['--shapes', '64x128', '--dtypes', 'f32', '--rounds', '1', '--reps', '1', "
+        f"'--warmup', '1', '--options', 'glibc', 'retain', '--impls', 'ours', '--json', {str(out)!r}]))"
+    )
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -50,8 +60,10 @@ def test_allocators_end_to_end_tiny(tmp_path):
 
 
 def test_dx_alias_findings_tiny():
-    code = ("import json; from jax_lngb.bench import dx_alias; "
-            "print(json.dumps(dx_alias.run((256, 128), reps=1, warmup=1)))")
+    code = (
+        "import json; from jax_lngb.bench import dx_alias; "
+        "print(json.dumps(dx_alias.run((256, 128), reps=1, warmup=1)))"
+    )
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])

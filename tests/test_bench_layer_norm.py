@@ -8,8 +8,8 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import pytest
 
@@ -21,8 +21,24 @@ PASSES = ("fwd", "bwd", "fwd+bwd")
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "ln.json"
-    cmd = [sys.executable, "-m", "jax_lngb.bench", "--section", "layer_norm", "--shapes", *SHAPES,
-           "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1", "--json", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jax_lngb.bench",
+        "--section",
+        "layer_norm",
+        "--shapes",
+        *SHAPES,
+        "--dtypes",
+        *DTYPES,
+        "--reps",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
     env = dict(os.environ)
     # Run outside the source folder: `-m` puts the working directory on
     # sys.path, and the sources there lack the compiled extension that the
@@ -110,16 +126,26 @@ def _headline_case(dtype, ms, retained):
     from jax_lngb.bench import common
 
     results = {n: common.ImplResult(n, "", 1, [t], t) for n, t in ms.items()}
-    return common.CaseResult("[65536, 768] %s fwd+bwd" % dtype, (65536, 768), dtype, 5 * 65536 * 768 * 4, False,
-                             {"pass": "fwd+bwd", "retain_host_memory": retained}, results)
+    return common.CaseResult(
+        f"[65536, 768] {dtype} fwd+bwd",
+        (65536, 768),
+        dtype,
+        5 * 65536 * 768 * 4,
+        False,
+        {"pass": "fwd+bwd", "retain_host_memory": retained},
+        results,
+    )
 
 
 @pytest.mark.parametrize("retained", [True, False])
 def test_plain_targets_checked_only_with_the_opt_in(retained):
     from jax_lngb.bench import layer_norm
 
-    case = _headline_case("float32", {"ours": 28.0, "ours_plain": 33.0, "xla": 140.0, "xla_plain": 300.0,
-                                      "torch": 60.0, "torch_plain": 90.0}, retained)
+    case = _headline_case(
+        "float32",
+        {"ours": 28.0, "ours_plain": 33.0, "xla": 140.0, "xla_plain": 300.0, "torch": 60.0, "torch_plain": 90.0},
+        retained,
+    )
     by_what = {t.what.split(" (")[0]: t for t in layer_norm.targets([case])}
     near = by_what["[65536, 768] float32 fwd+bwd: ours_plain / ours time"]
     assert near.value == pytest.approx(33 / 28) and near.goal == "<= 1.25"

@@ -10,8 +10,8 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,8 +59,21 @@ def _run_bench(*args: str) -> subprocess.CompletedProcess:
 def bench(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     out, png = tmp / "red.json", tmp / "red.png"
-    proc = _run_bench("--shapes", *SHAPES, "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1",
-                      "--json", str(out), "--png", str(png), "--no-progress")
+    proc = _run_bench(
+        "--shapes",
+        *SHAPES,
+        "--dtypes",
+        *DTYPES,
+        "--reps",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+        "--png",
+        str(png),
+        "--no-progress",
+    )
     return proc, json.loads(out.read_text()), png
 
 
@@ -157,8 +170,22 @@ def test_residency_measured_beyond_the_l2(tmp_path):
     # 32 MiB of inputs: more than any 2-core machine's L2s, so the probe is
     # timed again after an eviction and the label follows the two medians.
     out = tmp_path / "big.json"
-    proc = _run_bench("--shapes", "2048x2048", "--dtypes", "f32", "--reps", "3", "--warmup", "1",
-                      "--impls", "ours", "probe", "--json", str(out), "--no-progress")
+    proc = _run_bench(
+        "--shapes",
+        "2048x2048",
+        "--dtypes",
+        "f32",
+        "--reps",
+        "3",
+        "--warmup",
+        "1",
+        "--impls",
+        "ours",
+        "probe",
+        "--json",
+        str(out),
+        "--no-progress",
+    )
     doc = json.loads(out.read_text())
     m = doc["machine"]
     (c,) = doc["cases"]
@@ -172,8 +199,22 @@ def test_residency_measured_beyond_the_l2(tmp_path):
 
 def test_residency_by_l3_size_without_the_probe(tmp_path):
     out = tmp_path / "noprobe.json"
-    proc = _run_bench("--shapes", "1024x1024", "--dtypes", "f32", "--reps", "2", "--warmup", "0",
-                      "--impls", "ours", "xla", "--json", str(out), "--no-progress")
+    proc = _run_bench(
+        "--shapes",
+        "1024x1024",
+        "--dtypes",
+        "f32",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--impls",
+        "ours",
+        "xla",
+        "--json",
+        str(out),
+        "--no-progress",
+    )
     doc = json.loads(out.read_text())
     m = doc["machine"]
     (c,) = doc["cases"]
@@ -265,8 +306,24 @@ def test_png_or_clear_message(bench):
 
 def test_threads_and_impl_selection(tmp_path):
     out = tmp_path / "t.json"
-    _run_bench("--shapes", "16x64", "--dtypes", "bf16", "--reps", "2", "--warmup", "0", "--threads", "1",
-               "--impls", "ours", "probe", "--json", str(out), "--no-progress")
+    _run_bench(
+        "--shapes",
+        "16x64",
+        "--dtypes",
+        "bf16",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--threads",
+        "1",
+        "--impls",
+        "ours",
+        "probe",
+        "--json",
+        str(out),
+        "--no-progress",
+    )
     doc = json.loads(out.read_text())
     assert doc["machine"]["xla_threads"] == 1
     (case,) = doc["cases"]
@@ -280,7 +337,10 @@ def test_threads_and_impl_selection(tmp_path):
 @pytest.mark.parametrize(
     "arrays",
     [
-        lambda rng: (rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)),
+        lambda rng: (
+            rng.standard_normal((64, 128)).astype(np.float32),
+            rng.standard_normal((64, 128)).astype(np.float32),
+        ),
         lambda rng: (jnp.asarray(rng.standard_normal((3, 5))).astype(jnp.bfloat16),),
         lambda rng: (rng.integers(-128, 127, 13, dtype=np.int8), rng.standard_normal(7).astype(np.float16)),
         # Several tasks (more than 1 MiB), odd sizes, three buffers of three dtypes.

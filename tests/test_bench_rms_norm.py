@@ -20,11 +20,28 @@ PASSES = ("fwd", "bwd", "fwd+bwd")
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "rms.json"
-    cmd = [sys.executable, "-m", "jax_lngb.bench", "--section", "rms_norm", "--shapes", *SHAPES,
-           "--dtypes", *DTYPES, "--reps", "2", "--warmup", "1", "--json", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jax_lngb.bench",
+        "--section",
+        "rms_norm",
+        "--shapes",
+        *SHAPES,
+        "--dtypes",
+        *DTYPES,
+        "--reps",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
     # Outside the source folder: `-m` puts the working directory on sys.path.
-    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -62,7 +79,10 @@ def test_accuracy_within_tolerance(doc):
             if r is None:
                 continue
             outs = r["errors"]["per_output"]
-            assert set(outs) == {"fwd": {"y"}, "bwd": {"dx", "dgamma"}, "fwd+bwd": {"y", "dx", "dgamma"}}[c["extra"]["pass"]]
+            assert (
+                set(outs)
+                == {"fwd": {"y"}, "bwd": {"dx", "dgamma"}, "fwd+bwd": {"y", "dx", "dgamma"}}[c["extra"]["pass"]]
+            )
             assert r["errors"]["max_rel"] <= tol[c["dtype"]], (c["label"], name, r["errors"])
 
 

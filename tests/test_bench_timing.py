@@ -117,8 +117,7 @@ def test_pause_keeps_the_calling_thread_busy(monkeypatch):
 def test_failing_implementation_drops_out():
     calls: list = []
     ctx = _ctx(settle_ms=0)
-    case = ctx.measure("case", (8, 8), "float32", 64 * MIB,
-                       [_recorder("a", calls), _recorder("b", calls, fail_at=3)])
+    case = ctx.measure("case", (8, 8), "float32", 64 * MIB, [_recorder("a", calls), _recorder("b", calls, fail_at=3)])
     assert case.results["b"].failed == "RuntimeError: made-up failure"
     assert case.results["b"].ms is None and case.results["b"].times_ms == []
     assert len(case.results["a"].times_ms) == 4 and case.results["a"].ms is not None

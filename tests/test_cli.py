@@ -20,16 +20,17 @@ import jaxlib
 import pytest
 
 import jax_lngb
-from jax_lngb.cli import main as cli
 from jax_lngb._core import native as _native
 from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
+from jax_lngb.cli import main as cli
 
 
 def _run(tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # Outside the source tree, so `-m` finds the package the tests import.
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=full_env)
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=full_env
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc
 
@@ -81,8 +82,9 @@ def test_info_json_describes_this_install(tmp_path):
 
 def test_info_text_names_the_kernel_variant_and_lowerings(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAX_LNGB_ISA"}
-    proc = subprocess.run([sys.executable, "-m", "jax_lngb", "info"], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jax_lngb", "info"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0] == f"jax_lngb {jax_lngb.__version__}"
@@ -117,8 +119,12 @@ def test_info_reports_the_platforms_an_ascend_module_registered(monkeypatch, cap
     out = capsys.readouterr().out
     assert "  ascend: registered for ascend (platform names watched: ascend, npu; NPU handler compiled: False)" in out
     asc = cli.collect_info()["native_lowerings"]["ascend"]
-    assert asc == {"available": True, "registered_platforms": ["ascend"], "platform_names": ["ascend", "npu"],
-                   "npu_handler_compiled": False}
+    assert asc == {
+        "available": True,
+        "registered_platforms": ["ascend"],
+        "platform_names": ["ascend", "npu"],
+        "npu_handler_compiled": False,
+    }
 
 
 def test_info_copes_with_an_ascend_module_that_registered_nothing_or_fails(monkeypatch, capsys):
@@ -150,3 +156,18 @@ def test_import_jax_lngb_imports_no_optional_library(tmp_path):
     )
     loaded = json.loads(_run(tmp_path, "-c", code).stdout)
     assert loaded == []
+
+
+def test_info_says_when_jax_is_newer_than_the_tests_ran_on(monkeypatch, capsys):
+    from jax_lngb import _compat
+
+    info = cli.collect_info()
+    assert info["jax_tested_up_to"] == _compat.TESTED_JAX_UP_TO
+    assert info["jax_newer_than_tested"] == _compat.newer_than_tested(info["jax"])
+    # A jax newer than any tested one gets the note; the tested one does not.
+    monkeypatch.setattr(cli, "collect_info", lambda: {**info, "jax": "99.0.0", "jax_newer_than_tested": True})
+    assert cli.main(["info"]) == 0
+    assert "note: jax 99.0.0 is newer than the newest release the tests ran on" in capsys.readouterr().out
+    monkeypatch.setattr(cli, "collect_info", lambda: {**info, "jax_newer_than_tested": False})
+    assert cli.main(["info"]) == 0
+    assert "newer than the newest release" not in capsys.readouterr().out

@@ -17,8 +17,9 @@ from jax_lngb.cli import demo
 
 def test_quick_demo_runs_and_checks_out(tmp_path):
     # Outside the source tree, as a user would run the installed command.
-    proc = subprocess.run([sys.executable, "-m", "jax_lngb", "demo", "--quick"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jax_lngb", "demo", "--quick"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     assert "pd_gamma = [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488]" in out
@@ -55,8 +56,14 @@ def test_a_wrong_result_fails_the_exit_status(monkeypatch, capsys):
 def test_the_cli_dispatches_demo_and_bench_help():
     env = {**os.environ}
     for argv, needle in ((["demo", "--help"], "--quick"), (["bench", "--help"], "--section")):
-        proc = subprocess.run([sys.executable, "-m", "jax_lngb", *argv], capture_output=True, text=True,
-                              timeout=300, env=env, cwd=os.path.dirname(__file__))
+        proc = subprocess.run(
+            [sys.executable, "-m", "jax_lngb", *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=os.path.dirname(__file__),
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert needle in proc.stdout
 
@@ -68,6 +75,9 @@ def test_the_model_runs_the_fused_add_and_norm_kernels():
     params = demo.init_params(demo.jax.random.PRNGKey(3), cfg)
     x = demo.jax.random.normal(demo.jax.random.PRNGKey(4), (64, cfg.width))
     hlo = demo.make_step(demo.IMPLEMENTATIONS["jax_lngb"]).lower(params, x, x[:, :8]).as_text()
-    assert hlo.count(ADD_FORWARD) == 1 and hlo.count(ADD_BACKWARD) == 1, (hlo.count(ADD_FORWARD), hlo.count(ADD_BACKWARD))
+    assert hlo.count(ADD_FORWARD) == 1 and hlo.count(ADD_BACKWARD) == 1, (
+        hlo.count(ADD_FORWARD),
+        hlo.count(ADD_BACKWARD),
+    )
     plain = demo.make_step(demo.IMPLEMENTATIONS["jax.numpy"]).lower(params, x, x[:, :8]).as_text()
     assert ADD_FORWARD not in plain

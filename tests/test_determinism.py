@@ -294,7 +294,7 @@ def test_layer_norm_gradients_run_to_run(rng):
     x = jnp.asarray(random_array(rng, (512, 96), jnp.bfloat16))
     gamma, beta = jnp.ones(96, jnp.float32), jnp.zeros(96, jnp.float32)
     w = jnp.asarray(rng.standard_normal((512, 96)).astype(np.float32))
-    loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b).astype(jnp.float32) * w)  # noqa: E731
+    loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b).astype(jnp.float32) * w)
     grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
     assert_bitwise(grad(x, gamma, beta), grad(x, gamma, beta), "layer_norm grads")
 

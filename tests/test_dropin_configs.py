@@ -102,7 +102,7 @@ def _linen_results(module, variables, x, ct, with_grads):
         y = module.apply(v, x)
         if not with_grads:
             return y, None, None
-        loss = lambda v, x: jnp.sum(module.apply(v, x).astype(F32) * ct.astype(F32))  # noqa: E731
+        loss = lambda v, x: jnp.sum(module.apply(v, x).astype(F32) * ct.astype(F32))
         g_v, g_x = jax.grad(loss, argnums=(0, 1))(v, x)
         return y, g_v, g_x
 
@@ -110,8 +110,13 @@ def _linen_results(module, variables, x, ct, with_grads):
     return (*run(variables, x), FWD_CALL in text)
 
 
-@pytest.mark.parametrize("promotion,attrs,x_dtype,kernel", indirect=["promotion"], argvalues=in_modes(
-    LINEN_CASES, [str(i) for i in range(len(LINEN_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])))
+@pytest.mark.parametrize(
+    "promotion,attrs,x_dtype,kernel",
+    indirect=["promotion"],
+    argvalues=in_modes(
+        LINEN_CASES, [str(i) for i in range(len(LINEN_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])
+    ),
+)
 def test_linen_configurations_match_flax(attrs, x_dtype, kernel, promotion):
     x = _x(x_dtype)
     theirs, ours = nn.LayerNorm(**attrs), jf.LayerNorm(**attrs)
@@ -136,15 +141,20 @@ def test_linen_configurations_match_flax(attrs, x_dtype, kernel, promotion):
     params = variables.get("params", {})
     for name in params:
         n_rows = x.size // params[name].size
-        _close(gv_o["params"][name], gv_t["params"][name], scale=n_rows * 4 * float(np.abs(ct).max()),
-               input_dtype=y_t.dtype, what=f"d {name}")
+        _close(
+            gv_o["params"][name],
+            gv_t["params"][name],
+            scale=n_rows * 4 * float(np.abs(ct).max()),
+            input_dtype=y_t.dtype,
+            what=f"d {name}",
+        )
 
 
 def test_linen_mask_runs_flax():
     x = _x(F32)
     mask = jnp.asarray(np.random.default_rng(2).random(SHAPE) > 0.3).at[..., :2].set(True)
     variables = random_like(nn.LayerNorm().init(jax.random.key(0), x, mask=mask))
-    f = lambda m: jax.jit(lambda v, x: m.apply(v, x, mask=mask))  # noqa: E731
+    f = lambda m: jax.jit(lambda v, x: m.apply(v, x, mask=mask))
     _same(f(jf.LayerNorm())(variables, x), f(nn.LayerNorm())(variables, x))
     assert FWD_CALL not in f(jf.LayerNorm()).lower(variables, x).as_text()
 
@@ -194,7 +204,7 @@ def test_linen_under_scan_and_remat_matches_flax(remat):
     ct = _x(F32, (4, 8), seed=4)
 
     def run(m):
-        loss = lambda v, x: jnp.sum(m.apply(v, x) * ct)  # noqa: E731
+        loss = lambda v, x: jnp.sum(m.apply(v, x) * ct)
         return jax.jit(lambda v, x: (m.apply(v, x), *jax.grad(loss, argnums=(0, 1))(v, x)))
 
     assert FWD_CALL in run(ours).lower(v, x).as_text()
@@ -277,8 +287,11 @@ NNX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("promotion,kwargs,x_dtype,kernel", indirect=["promotion"], argvalues=in_modes(
-    NNX_CASES, [str(i) for i in range(len(NNX_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])))
+@pytest.mark.parametrize(
+    "promotion,kwargs,x_dtype,kernel",
+    indirect=["promotion"],
+    argvalues=in_modes(NNX_CASES, [str(i) for i in range(len(NNX_CASES))], also=lambda c: exercises_dtypes(c[0], c[1])),
+)
 def test_nnx_configurations_match_flax(kwargs, x_dtype, kernel, promotion):
     x = _x(x_dtype)
     theirs = nnx.LayerNorm(8, rngs=nnx.Rngs(0), **kwargs)
@@ -300,7 +313,7 @@ def test_nnx_configurations_match_flax(kwargs, x_dtype, kernel, promotion):
             y = nnx.merge(graphdef, state)(x)
             if not real:
                 return y, None, None
-            loss = lambda s, x: jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct.astype(F32))  # noqa: E731
+            loss = lambda s, x: jnp.sum(nnx.merge(graphdef, s)(x).astype(F32) * ct.astype(F32))
             return (y, *jax.grad(loss, argnums=(0, 1))(state, x))
 
         return run(state, x), FWD_CALL in run.lower(state, x).as_text(), ct
@@ -343,21 +356,30 @@ EQX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("promotion,kwargs,x_dtype,kernel", indirect=["promotion"],
-                         argvalues=in_modes(EQX_CASES, [str(i) for i in range(len(EQX_CASES))]))
+@pytest.mark.parametrize(
+    "promotion,kwargs,x_dtype,kernel",
+    indirect=["promotion"],
+    argvalues=in_modes(EQX_CASES, [str(i) for i in range(len(EQX_CASES))]),
+)
 def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel, promotion):
     theirs = random_like(eqx.nn.LayerNorm(**kwargs))
     ours = je.LayerNorm(**kwargs)
     fresh = eqx.nn.LayerNorm(**kwargs)
     _leaves_same(ours, fresh, same_structure=False)
-    assert (ours.shape, ours.eps, ours.use_weight, ours.use_bias) == (fresh.shape, fresh.eps, fresh.use_weight,
-                                                                      fresh.use_bias)
+    assert (ours.shape, ours.eps, ours.use_weight, ours.use_bias) == (
+        fresh.shape,
+        fresh.eps,
+        fresh.use_weight,
+        fresh.use_bias,
+    )
     ours = je.convert(theirs)
     shape = theirs.shape
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((4, *shape)) * 3 + 0.5).astype(x_dtype)
-    real = not (jnp.issubdtype(x.dtype, jnp.complexfloating)
-                or any(jnp.issubdtype(a.dtype, jnp.complexfloating) for a in jax.tree_util.tree_leaves(theirs)))
+    real = not (
+        jnp.issubdtype(x.dtype, jnp.complexfloating)
+        or any(jnp.issubdtype(a.dtype, jnp.complexfloating) for a in jax.tree_util.tree_leaves(theirs))
+    )
     diff = real and jnp.issubdtype(x.dtype, jnp.floating)
     ct = _x(x.dtype if diff else F32, (4, *shape), seed=3)
     # Equinox casts explicitly, so only its complex arithmetic meets strict
@@ -371,7 +393,7 @@ def test_equinox_configurations_match_equinox(kwargs, x_dtype, kernel, promotion
             y = jax.vmap(m)(x)
             if not diff:
                 return y, None, None
-            loss = lambda m, x: jnp.sum(jax.vmap(m)(x).astype(F32) * ct.astype(F32))  # noqa: E731
+            loss = lambda m, x: jnp.sum(jax.vmap(m)(x).astype(F32) * ct.astype(F32))
             return (y, *jax.grad(loss, argnums=(0, 1))(m, x))
 
         return run(m, x), FWD_CALL in run.lower(m, x).as_text()
@@ -440,8 +462,8 @@ def test_without_bias_the_kernel_reads_no_bias(lib):
     if lib == "linen":
         ours_m, theirs_m = jflax.LayerNorm(use_bias=False), nn.LayerNorm(use_bias=False)
         params = theirs_m.init(jax.random.key(0), x)
-        ours = lambda x: ours_m.apply(params, x)  # noqa: E731
-        theirs = lambda x: theirs_m.apply(params, x)  # noqa: E731
+        ours = lambda x: ours_m.apply(params, x)
+        theirs = lambda x: theirs_m.apply(params, x)
     elif lib == "nnx":
         ours_m = jnnx.LayerNorm(16, use_bias=False, rngs=nnx.Rngs(0))
         theirs_m = nnx.LayerNorm(16, use_bias=False, rngs=nnx.Rngs(0))
@@ -453,5 +475,6 @@ def test_without_bias_the_kernel_reads_no_bias(lib):
     step = jax.jit(jax.grad(lambda x: (ours(x) ** 2).sum()))
     hlo = step.lower(x).as_text()
     assert LAYER_NORM_FORWARD_NO_BETA_TARGET in hlo and LAYER_NORM_BACKWARD_NO_BETA_TARGET in hlo
-    np.testing.assert_allclose(np.asarray(step(x)), np.asarray(jax.grad(lambda x: (theirs(x) ** 2).sum())(x)),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(step(x)), np.asarray(jax.grad(lambda x: (theirs(x) ** 2).sum())(x)), rtol=1e-4, atol=1e-4
+    )

@@ -100,8 +100,9 @@ def _results(f, params, x):
     return lowered.compile()(params, x), kernel, float(np.abs(ct).max())
 
 
-@pytest.mark.parametrize("layer,x_dtype,param_dtype,dtype", GRID,
-                         ids=[f"{g[0]}-x{_name(g[1])}-p{_name(g[2])}-d{_name(g[3])}" for g in GRID])
+@pytest.mark.parametrize(
+    "layer,x_dtype,param_dtype,dtype", GRID, ids=[f"{g[0]}-x{_name(g[1])}-p{_name(g[2])}-d{_name(g[3])}" for g in GRID]
+)
 def test_strict_promotion_gives_upstream_s_results_or_error(layer, x_dtype, param_dtype, dtype):
     build, theirs_cls, ours_cls, adopt = LAYERS[layer]
     x = (data((4, FEATURES), F32, std=1.0) * 3).astype(x_dtype)
@@ -135,8 +136,13 @@ def test_strict_promotion_gives_upstream_s_results_or_error(layer, x_dtype, para
     for a, b in zip(leaves_o, leaves_t):
         # A parameter gradient sums one term (|ct * xhat| < 4 |ct|) per row.
         rows = x.size // b.size
-        close_to_upstream(a, b, scale=rows * 4 * ct_max if a.shape != x.shape else None,
-                          input_dtype=y_t.dtype if jnp.issubdtype(y_t.dtype, jnp.floating) else None, what="gradient")
+        close_to_upstream(
+            a,
+            b,
+            scale=rows * 4 * ct_max if a.shape != x.shape else None,
+            input_dtype=y_t.dtype if jnp.issubdtype(y_t.dtype, jnp.floating) else None,
+            what="gradient",
+        )
 
 
 @pytest.mark.parametrize("cls", [je.LayerNorm, je.RMSNorm], ids=["LayerNorm", "RMSNorm"])

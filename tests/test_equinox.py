@@ -104,8 +104,11 @@ IDS = ["h32-f32", "h32-bf16-x", "h32-bf16-all", "h32-f16-x", "4x8-f32", "4x8-bf1
 
 
 # Under x64 Equinox's default parameter dtype changes: the one-shape cases.
-@pytest.mark.parametrize("promotion,shape,batch,x_dtype,param_dtype", indirect=["promotion"],
-                         argvalues=in_modes(CASES, IDS, also=lambda c: c[0] == (32,)))
+@pytest.mark.parametrize(
+    "promotion,shape,batch,x_dtype,param_dtype",
+    indirect=["promotion"],
+    argvalues=in_modes(CASES, IDS, also=lambda c: c[0] == (32,)),
+)
 def test_vmap_outputs_and_gradients_match_equinox(shape, batch, x_dtype, param_dtype, promotion):
     # Equinox casts explicitly: every case runs, and takes the kernel, under
     # strict promotion too.
@@ -127,12 +130,19 @@ def test_vmap_outputs_and_gradients_match_equinox(shape, batch, x_dtype, param_d
     for model in (ours, theirs):  # the oracle is Equinox's semantics
         y, g, g_x = _summed(model, x, ct)
         assert y.shape == x.shape and g.weight.shape == shape
-        check_against_reference(y.reshape(batch, n), g.weight.reshape(n), g.bias.reshape(n),
-                                g_x.reshape(batch, n), summed_ref, **dtypes)
+        check_against_reference(
+            y.reshape(batch, n), g.weight.reshape(n), g.bias.reshape(n), g_x.reshape(batch, n), summed_ref, **dtypes
+        )
         g, g_x = _per_example(model, x, ct)
         assert g.weight.shape == (batch, *shape)
-        check_against_reference(y.reshape(batch, n), g.weight.reshape(batch, n), g.bias.reshape(batch, n),
-                                g_x.reshape(batch, n), per_example_ref, **dtypes)
+        check_against_reference(
+            y.reshape(batch, n),
+            g.weight.reshape(batch, n),
+            g.bias.reshape(batch, n),
+            g_x.reshape(batch, n),
+            per_example_ref,
+            **dtypes,
+        )
 
 
 def test_nested_vmap_over_batch_and_sequence():
@@ -231,8 +241,7 @@ def test_inputs_the_kernel_does_not_serve_run_equinox():
 
 def _random_norm(model):
     """The model with random LayerNorm weight and bias."""
-    return eqx.tree_at(lambda m: (m.norm.weight, m.norm.bias), model,
-                       random_like((model.norm.weight, model.norm.bias)))
+    return eqx.tree_at(lambda m: (m.norm.weight, m.norm.bias), model, random_like((model.norm.weight, model.norm.bias)))
 
 
 class _MLP(eqx.Module):

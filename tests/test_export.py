@@ -37,8 +37,11 @@ STEP = jax.jit(train_step)
 PER_EXAMPLE = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
 GRAD_BETA_F32 = jax.jit(lambda res, dy, _: jax_lngb.layer_norm_grad_beta(res, dy, out_dtype=jnp.float32))
 FUNCTIONS = {"train_step": STEP, "per_example_grads": PER_EXAMPLE, "grad_beta_bf16_to_f32": GRAD_BETA_F32}
-EXPECTED_TARGETS = {"train_step": LAYER_NORM_TARGETS, "per_example_grads": LAYER_NORM_TARGETS,
-                    "grad_beta_bf16_to_f32": (TARGET,)}
+EXPECTED_TARGETS = {
+    "train_step": LAYER_NORM_TARGETS,
+    "per_example_grads": LAYER_NORM_TARGETS,
+    "grad_beta_bf16_to_f32": (TARGET,),
+}
 
 
 def specs(batch):
@@ -172,8 +175,14 @@ def test_artifact_runs_in_a_fresh_process(tmp_path):
     (tmp_path / "step.bin").write_bytes(exp.serialize())
     params, x, target = arguments("train_step", 5)
     want = jax.tree_util.tree_leaves(STEP(params, x, target))
-    np.savez(tmp_path / "io.npz", gamma=params[0], beta=params[1], x=np.asarray(x, np.float32), target=target,
-             **{f"want{i}": np.asarray(w) for i, w in enumerate(want)})
+    np.savez(
+        tmp_path / "io.npz",
+        gamma=params[0],
+        beta=params[1],
+        x=np.asarray(x, np.float32),
+        target=target,
+        **{f"want{i}": np.asarray(w) for i, w in enumerate(want)},
+    )
     code = f"""
 import json, numpy as np, jax, jax.numpy as jnp
 import jax_lngb  # registers the FFI handlers the artifact names

@@ -23,13 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import enable_x64
+
 from jax_lngb import layer_norm, layer_norm_grad_beta, layer_norm_grad_ref, layer_norm_ref
 from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as BACKWARD
 from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD
-from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD
 from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as GRAD_BETA
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD
 
 F32, F16, BF16, I32 = jnp.float32, jnp.float16, jnp.bfloat16, jnp.int32
 S = jax.ShapeDtypeStruct
@@ -84,14 +84,20 @@ CASES: dict[str, Call] = {
     "result-shapes-differ": gb([A, A], [OUT, ((9,), F32)], r"pd_gamma and pd_beta buffers differ"),
     "int-results": gb([A, A], [((8,), I32), ((8,), I32)], r"jax_lngb: unsupported output dtype"),
     "result-rank0": gb([A, A], [((), F32), ((), F32)], r"jax_lngb: output rank must be between 1 and the input rank"),
-    "result-rank-too-big": gb([((8,), F32), ((8,), F32)], [((1, 8), F32), ((1, 8), F32)], r"output rank must be between 1"),
+    "result-rank-too-big": gb(
+        [((8,), F32), ((8,), F32)], [((1, 8), F32), ((1, 8), F32)], r"output rank must be between 1"
+    ),
     "result-not-H": gb([A, A], [((7,), F32), ((7,), F32)], r"jax_lngb: output shape \[7\] does not end in H = 8"),
     "result-batch-not-leading": gb(
-        [((3, 4, 8), F32)] * 2, [((4, 8), F32)] * 2, r"output batch dims \[4, 8\] do not lead the input shape \[3, 4, 8\]"
+        [((3, 4, 8), F32)] * 2,
+        [((4, 8), F32)] * 2,
+        r"output batch dims \[4, 8\] do not lead the input shape \[3, 4, 8\]",
     ),
     # arity (checked by XLA's FFI binding before the handler runs)
     "one-operand": Call(GRAD_BETA, (S(*A),), (S(*OUT), S(*OUT)), r"Wrong number of arguments: expected 2 but got 1"),
-    "three-operands": Call(GRAD_BETA, (S(*A),) * 3, (S(*OUT), S(*OUT)), r"Wrong number of arguments: expected 2 but got 3"),
+    "three-operands": Call(
+        GRAD_BETA, (S(*A),) * 3, (S(*OUT), S(*OUT)), r"Wrong number of arguments: expected 2 but got 3"
+    ),
     "one-result": Call(GRAD_BETA, (S(*A),) * 2, (S(*OUT),), r"Wrong number of results: expected 2 but got 1"),
     "three-results": Call(GRAD_BETA, (S(*A),) * 2, (S(*OUT),) * 3, r"Wrong number of results: expected 2 but got 3"),
     # --- LayerNorm forward: x, gamma, beta -> y, mean, variance
@@ -99,83 +105,143 @@ CASES: dict[str, Call] = {
     "fw/x-int": fw([((4, 8), I32), PRM, PRM], [((4, 8), I32), STAT, STAT], r"jax_lngb: unsupported x dtype"),
     "fw/y-shape": fw([ROWS, PRM, PRM], [((8, 4), F32), STAT, STAT], r"jax_lngb: y buffer must match x \[4, 8\]"),
     "fw/y-dtype": fw([ROWS, PRM, PRM], [((4, 8), BF16), STAT, STAT], r"y buffer must match x"),
-    "fw/mean-f16": fw([ROWS, PRM, PRM], [ROWS, ((4,), F16), STAT], r"jax_lngb: mean/variance buffers must be float32 of shape x.shape\[:-1\]"),
-    "fw/variance-keepdims": fw([ROWS, PRM, PRM], [ROWS, STAT, ((4, 1), F32)], r"mean/variance buffers must be float32 of shape"),
+    "fw/mean-f16": fw(
+        [ROWS, PRM, PRM],
+        [ROWS, ((4,), F16), STAT],
+        r"jax_lngb: mean/variance buffers must be float32 of shape x.shape\[:-1\]",
+    ),
+    "fw/variance-keepdims": fw(
+        [ROWS, PRM, PRM], [ROWS, STAT, ((4, 1), F32)], r"mean/variance buffers must be float32 of shape"
+    ),
     "fw/gamma-f16": fw([ROWS, ((8,), F16), PRM], FW_OUT, r"jax_lngb: gamma must be float32"),
     "fw/beta-bf16": fw([ROWS, PRM, ((8,), BF16)], FW_OUT, r"jax_lngb: beta must be float32"),
-    "fw/gamma-H": fw([ROWS, ((9,), F32), PRM], FW_OUT, r"jax_lngb: gamma shape \[9\] is neither \[H\] nor \[\*G, H\] for rows \[4, 8\]"),
+    "fw/gamma-H": fw(
+        [ROWS, ((9,), F32), PRM],
+        FW_OUT,
+        r"jax_lngb: gamma shape \[9\] is neither \[H\] nor \[\*G, H\] for rows \[4, 8\]",
+    ),
     "fw/gamma-rank0": fw([ROWS, ((), F32), PRM], FW_OUT, r"gamma shape \[\] is neither"),
     "fw/beta-rank-too-big": fw([ROWS, PRM, ((1, 4, 8), F32)], FW_OUT, r"beta shape \[1, 4, 8\] is neither"),
-    "fw/gamma-groups-not-leading": fw([ROWS, ((5, 8), F32), PRM], FW_OUT, r"jax_lngb: gamma group dims \[5, 8\] do not lead the rows \[4, 8\]"),
+    "fw/gamma-groups-not-leading": fw(
+        [ROWS, ((5, 8), F32), PRM], FW_OUT, r"jax_lngb: gamma group dims \[5, 8\] do not lead the rows \[4, 8\]"
+    ),
     "fw/gamma-beta-group-axes": fw(
-        [((3, 4, 8), F32), ((3, 8), F32), ((3, 4, 8), F32)], [((3, 4, 8), F32), ((3, 4), F32), ((3, 4), F32)],
+        [((3, 4, 8), F32), ((3, 8), F32), ((3, 4, 8), F32)],
+        [((3, 4, 8), F32), ((3, 4), F32), ((3, 4), F32)],
         r"jax_lngb: gamma and beta have different group axes",
     ),
-    "fw/eps-nan": fw([ROWS, PRM, PRM], FW_OUT, r"jax_lngb: epsilon must be finite and >= 0; got nan", {"epsilon": np.float32(np.nan)}),
-    "fw/eps-negative": fw([ROWS, PRM, PRM], FW_OUT, r"epsilon must be finite and >= 0; got -1", {"epsilon": np.float32(-1)}),
-    "fw/eps-inf": fw([ROWS, PRM, PRM], FW_OUT, r"epsilon must be finite and >= 0; got inf", {"epsilon": np.float32(np.inf)}),
+    "fw/eps-nan": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"jax_lngb: epsilon must be finite and >= 0; got nan", {"epsilon": np.float32(np.nan)}
+    ),
+    "fw/eps-negative": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"epsilon must be finite and >= 0; got -1", {"epsilon": np.float32(-1)}
+    ),
+    "fw/eps-inf": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"epsilon must be finite and >= 0; got inf", {"epsilon": np.float32(np.inf)}
+    ),
     # (attribute decoding is XLA's FFI binding's, before the handler runs)
     "fw/eps-missing": fw([ROWS, PRM, PRM], FW_OUT, r"Wrong number of attributes: expected 1 but got 0", {}),
-    "fw/eps-float64": fw([ROWS, PRM, PRM], FW_OUT, r"Failed to decode all FFI handler operands", {"epsilon": np.float64(1e-5)}),
-    "fw/eps-misnamed": fw([ROWS, PRM, PRM], FW_OUT, r"Failed to decode all FFI handler operands", {"eps": np.float32(1e-5)}),
+    "fw/eps-float64": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"Failed to decode all FFI handler operands", {"epsilon": np.float64(1e-5)}
+    ),
+    "fw/eps-misnamed": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"Failed to decode all FFI handler operands", {"eps": np.float32(1e-5)}
+    ),
     "fw/two-operands": fw([ROWS, PRM], FW_OUT, r"Wrong number of arguments: expected 3 but got 2"),
     "fw/two-results": fw([ROWS, PRM, PRM], [ROWS, STAT], r"Wrong number of results: expected 3 but got 2"),
-    "fw/y-aliases-x": fw([ROWS, PRM, PRM], FW_OUT, r"jax_lngb: y buffer shares memory with operand x", aliases=((0, 0),)),
+    "fw/y-aliases-x": fw(
+        [ROWS, PRM, PRM], FW_OUT, r"jax_lngb: y buffer shares memory with operand x", aliases=((0, 0),)
+    ),
     # (x [8, 8]: the statistics have gamma's shape [8], so they can alias it)
     "fw/mean-aliases-gamma": fw(
-        [((8, 8), F32), PRM, PRM], [((8, 8), F32), PRM, PRM], r"jax_lngb: mean buffer shares memory with operand gamma", aliases=((1, 1),)
+        [((8, 8), F32), PRM, PRM],
+        [((8, 8), F32), PRM, PRM],
+        r"jax_lngb: mean buffer shares memory with operand gamma",
+        aliases=((1, 1),),
     ),
     # --- LayerNormGrad: dy, x, variance, mean, gamma -> pd_x, res_for_gamma
     "lg/rank0": lg([((), F32)] * 2 + [((), F32)] * 2 + [PRM], [((), F32)] * 2, r"jax_lngb: x must have rank >= 1"),
     "lg/x-int": lg([((4, 8), I32)] * 2 + [STAT, STAT, PRM], [((4, 8), I32)] * 2, r"jax_lngb: unsupported x dtype"),
     "lg/dy-shape": lg([((4, 9), F32), ROWS, STAT, STAT, PRM], [ROWS, ROWS], r"jax_lngb: dy must match x \[4, 8\]"),
     "lg/dy-dtype": lg([((4, 8), F16), ROWS, STAT, STAT, PRM], [ROWS, ROWS], r"dy must match x"),
-    "lg/variance-f16": lg([ROWS, ROWS, ((4,), F16), STAT, PRM], [ROWS, ROWS], r"jax_lngb: variance/mean must be float32 of shape x.shape\[:-1\]"),
+    "lg/variance-f16": lg(
+        [ROWS, ROWS, ((4,), F16), STAT, PRM],
+        [ROWS, ROWS],
+        r"jax_lngb: variance/mean must be float32 of shape x.shape\[:-1\]",
+    ),
     "lg/mean-shape": lg([ROWS, ROWS, STAT, ((8,), F32), PRM], [ROWS, ROWS], r"variance/mean must be float32 of shape"),
     "lg/pd_x-shape": lg(LG_IN, [((32,), F32), ROWS], r"jax_lngb: pd_x/res_for_gamma buffers must match x \[4, 8\]"),
     "lg/res-dtype": lg(LG_IN, [ROWS, ((4, 8), BF16)], r"pd_x/res_for_gamma buffers must match x"),
     "lg/gamma-bf16": lg([ROWS, ROWS, STAT, STAT, ((8,), BF16)], [ROWS, ROWS], r"jax_lngb: gamma must be float32"),
-    "lg/gamma-H": lg([ROWS, ROWS, STAT, STAT, ((7,), F32)], [ROWS, ROWS], r"gamma shape \[7\] is neither \[H\] nor \[\*G, H\]"),
-    "lg/gamma-groups-not-leading": lg([ROWS, ROWS, STAT, STAT, ((2, 8), F32)], [ROWS, ROWS], r"gamma group dims \[2, 8\] do not lead"),
-    "lg/eps-nan": lg(LG_IN, [ROWS, ROWS], r"jax_lngb: epsilon must be finite and >= 0; got nan", {"epsilon": np.float32(np.nan)}),
+    "lg/gamma-H": lg(
+        [ROWS, ROWS, STAT, STAT, ((7,), F32)], [ROWS, ROWS], r"gamma shape \[7\] is neither \[H\] nor \[\*G, H\]"
+    ),
+    "lg/gamma-groups-not-leading": lg(
+        [ROWS, ROWS, STAT, STAT, ((2, 8), F32)], [ROWS, ROWS], r"gamma group dims \[2, 8\] do not lead"
+    ),
+    "lg/eps-nan": lg(
+        LG_IN, [ROWS, ROWS], r"jax_lngb: epsilon must be finite and >= 0; got nan", {"epsilon": np.float32(np.nan)}
+    ),
     "lg/eps-negative": lg(LG_IN, [ROWS, ROWS], r"epsilon must be finite and >= 0", {"epsilon": np.float32(-1e-5)}),
     "lg/eps-missing": lg(LG_IN, [ROWS, ROWS], r"Wrong number of attributes: expected 1 but got 0", {}),
     "lg/four-operands": lg(LG_IN[:4], [ROWS, ROWS], r"Wrong number of arguments: expected 5 but got 4"),
-    "lg/pd_x-aliases-x": lg(LG_IN, [ROWS, ROWS], r"jax_lngb: pd_x buffer shares memory with operand x", aliases=((1, 0),)),
-    "lg/res-aliases-dy": lg(LG_IN, [ROWS, ROWS], r"jax_lngb: res_for_gamma buffer shares memory with operand dy", aliases=((0, 1),)),
-    "lg/pd_x-aliases-dy": lg(LG_IN, [ROWS, ROWS], r"pd_x buffer shares memory with operand dy", aliases=((0, 0), (1, 1))),
+    "lg/pd_x-aliases-x": lg(
+        LG_IN, [ROWS, ROWS], r"jax_lngb: pd_x buffer shares memory with operand x", aliases=((1, 0),)
+    ),
+    "lg/res-aliases-dy": lg(
+        LG_IN, [ROWS, ROWS], r"jax_lngb: res_for_gamma buffer shares memory with operand dy", aliases=((0, 1),)
+    ),
+    "lg/pd_x-aliases-dy": lg(
+        LG_IN, [ROWS, ROWS], r"pd_x buffer shares memory with operand dy", aliases=((0, 0), (1, 1))
+    ),
     # --- fused backward: dy, x, variance, mean, gamma -> dx, pd_gamma, pd_beta
     "bw/rank0": bw([((), F32)] * 4 + [PRM], [((), F32), PRM, PRM], r"jax_lngb: x must have rank >= 1"),
-    "bw/x-bool": bw([((4, 8), bool)] * 2 + [STAT, STAT, PRM], [((4, 8), bool), PRM, PRM], r"jax_lngb: unsupported x dtype"),
+    "bw/x-bool": bw(
+        [((4, 8), bool)] * 2 + [STAT, STAT, PRM], [((4, 8), bool), PRM, PRM], r"jax_lngb: unsupported x dtype"
+    ),
     "bw/dy-shape": bw([((4, 7), F32), ROWS, STAT, STAT, PRM], BW_OUT, r"jax_lngb: dy must match x \[4, 8\]"),
     "bw/dy-dtype": bw([((4, 8), BF16), ROWS, STAT, STAT, PRM], BW_OUT, r"dy must match x"),
     "bw/dx-shape": bw(LG_IN, [((4, 9), F32), PRM, PRM], r"jax_lngb: dx buffer must match x \[4, 8\]"),
     "bw/dx-dtype": bw(LG_IN, [((4, 8), F16), PRM, PRM], r"dx buffer must match x"),
-    "bw/variance-shape": bw([ROWS, ROWS, ((4, 8), F32), STAT, PRM], BW_OUT, r"jax_lngb: variance/mean must be float32 of shape x.shape\[:-1\]"),
+    "bw/variance-shape": bw(
+        [ROWS, ROWS, ((4, 8), F32), STAT, PRM],
+        BW_OUT,
+        r"jax_lngb: variance/mean must be float32 of shape x.shape\[:-1\]",
+    ),
     "bw/mean-bf16": bw([ROWS, ROWS, STAT, ((4,), BF16), PRM], BW_OUT, r"variance/mean must be float32"),
     "bw/sums-differ-dtype": bw(LG_IN, [ROWS, PRM, ((8,), F16)], r"jax_lngb: pd_gamma and pd_beta buffers differ"),
     "bw/sums-differ-shape": bw(LG_IN, [ROWS, PRM, ((1, 8), F32)], r"pd_gamma and pd_beta buffers differ"),
     "bw/sums-int": bw(LG_IN, [ROWS, ((8,), I32), ((8,), I32)], r"jax_lngb: unsupported pd_gamma dtype"),
-    "bw/sums-not-H": bw(LG_IN, [ROWS, ((9,), F32), ((9,), F32)], r"jax_lngb: pd_gamma shape \[9\] is not \[\*G, H\] for x \[4, 8\]"),
+    "bw/sums-not-H": bw(
+        LG_IN, [ROWS, ((9,), F32), ((9,), F32)], r"jax_lngb: pd_gamma shape \[9\] is not \[\*G, H\] for x \[4, 8\]"
+    ),
     "bw/sums-rank0": bw(LG_IN, [ROWS, ((), F32), ((), F32)], r"pd_gamma shape \[\] is not \[\*G, H\]"),
-    "bw/sums-rank-too-big": bw(LG_IN, [ROWS, ((1, 4, 8), F32), ((1, 4, 8), F32)], r"pd_gamma shape \[1, 4, 8\] is not \[\*G, H\]"),
+    "bw/sums-rank-too-big": bw(
+        LG_IN, [ROWS, ((1, 4, 8), F32), ((1, 4, 8), F32)], r"pd_gamma shape \[1, 4, 8\] is not \[\*G, H\]"
+    ),
     "bw/sums-groups-not-leading": bw(
-        [((3, 4, 8), F32)] * 2 + [((3, 4), F32)] * 2 + [PRM], [((3, 4, 8), F32), ((4, 8), F32), ((4, 8), F32)],
+        [((3, 4, 8), F32)] * 2 + [((3, 4), F32)] * 2 + [PRM],
+        [((3, 4, 8), F32), ((4, 8), F32), ((4, 8), F32)],
         r"jax_lngb: pd_gamma group dims \[4, 8\] do not lead x \[3, 4, 8\]",
     ),
     "bw/gamma-per-group-sums-shared": bw(
-        [((3, 4, 8), F32)] * 2 + [((3, 4), F32)] * 2 + [((3, 8), F32)], [((3, 4, 8), F32), PRM, PRM],
+        [((3, 4, 8), F32)] * 2 + [((3, 4), F32)] * 2 + [((3, 8), F32)],
+        [((3, 4, 8), F32), PRM, PRM],
         r"jax_lngb: gamma \[3, 8\] must be \[H\] or pd_gamma's shape \[8\]",
     ),
     "bw/gamma-f16": bw([ROWS, ROWS, STAT, STAT, ((8,), F16)], BW_OUT, r"jax_lngb: gamma must be float32"),
     "bw/gamma-H": bw([ROWS, ROWS, STAT, STAT, ((16,), F32)], BW_OUT, r"gamma shape \[16\] is neither"),
-    "bw/eps-inf": bw(LG_IN, BW_OUT, r"jax_lngb: epsilon must be finite and >= 0; got inf", {"epsilon": np.float32(np.inf)}),
+    "bw/eps-inf": bw(
+        LG_IN, BW_OUT, r"jax_lngb: epsilon must be finite and >= 0; got inf", {"epsilon": np.float32(np.inf)}
+    ),
     "bw/eps-negative": bw(LG_IN, BW_OUT, r"epsilon must be finite and >= 0; got -0.5", {"epsilon": np.float32(-0.5)}),
     "bw/eps-int": bw(LG_IN, BW_OUT, r"Failed to decode all FFI handler operands", {"epsilon": np.int32(0)}),
     "bw/two-results": bw(LG_IN, BW_OUT[:2], r"Wrong number of results: expected 3 but got 2"),
     "bw/dx-aliases-dy": bw(LG_IN, BW_OUT, r"jax_lngb: dx buffer shares memory with operand dy", aliases=((0, 0),)),
     "bw/dx-aliases-x": bw(LG_IN, BW_OUT, r"dx buffer shares memory with operand x", aliases=((1, 0),)),
-    "bw/pd_gamma-aliases-gamma": bw(LG_IN, BW_OUT, r"jax_lngb: pd_gamma buffer shares memory with operand gamma", aliases=((4, 1),)),
+    "bw/pd_gamma-aliases-gamma": bw(
+        LG_IN, BW_OUT, r"jax_lngb: pd_gamma buffer shares memory with operand gamma", aliases=((4, 1),)
+    ),
 }
 
 # Consistent calls the primitive never makes but the handler accepts, each
@@ -189,8 +255,12 @@ VALID: dict[str, Call] = {
     # LayerNorm: per-group parameters next to shared ones, H = 1, no rows,
     # epsilon 0 (legal), 16-bit rows with float32 sums narrowed to bfloat16.
     "fw/plain": fw([ROWS, PRM, PRM], FW_OUT),
-    "fw/group-gamma-shared-beta": fw([((3, 5, 8), F16), ((3, 8), F32), PRM], [((3, 5, 8), F16), ((3, 5), F32), ((3, 5), F32)]),
-    "fw/shared-gamma-group-beta": fw([((3, 5, 8), BF16), PRM, ((3, 8), F32)], [((3, 5, 8), BF16), ((3, 5), F32), ((3, 5), F32)]),
+    "fw/group-gamma-shared-beta": fw(
+        [((3, 5, 8), F16), ((3, 8), F32), PRM], [((3, 5, 8), F16), ((3, 5), F32), ((3, 5), F32)]
+    ),
+    "fw/shared-gamma-group-beta": fw(
+        [((3, 5, 8), BF16), PRM, ((3, 8), F32)], [((3, 5, 8), BF16), ((3, 5), F32), ((3, 5), F32)]
+    ),
     "fw/every-row-a-group": fw([ROWS, ROWS, ROWS], FW_OUT),
     "fw/H-1": fw([((6, 1), F32), ((1,), F32), ((1,), F32)], [((6, 1), F32), ((6,), F32), ((6,), F32)]),
     "fw/no-rows": fw([((0, 8), F32), PRM, PRM], [((0, 8), F32), ((0,), F32), ((0,), F32)]),
@@ -201,8 +271,12 @@ VALID: dict[str, Call] = {
     "lg/no-rows": lg([((0, 8), F32)] * 2 + [((0,), F32)] * 2 + [PRM], [((0, 8), F32)] * 2),
     "bw/plain": bw(LG_IN, BW_OUT),
     "bw/bf16-sums": bw([((4, 8), F16)] * 2 + [STAT, STAT, PRM], [((4, 8), F16), ((8,), BF16), ((8,), BF16)]),
-    "bw/shared-gamma-group-sums": bw([((3, 5, 8), F32)] * 2 + [((3, 5), F32)] * 2 + [PRM], [((3, 5, 8), F32), ((3, 8), F32), ((3, 8), F32)]),
-    "bw/group-gamma-group-sums": bw([((3, 5, 8), F32)] * 2 + [((3, 5), F32)] * 2 + [((3, 8), F32)], [((3, 5, 8), F32), ((3, 8), F32), ((3, 8), F32)]),
+    "bw/shared-gamma-group-sums": bw(
+        [((3, 5, 8), F32)] * 2 + [((3, 5), F32)] * 2 + [PRM], [((3, 5, 8), F32), ((3, 8), F32), ((3, 8), F32)]
+    ),
+    "bw/group-gamma-group-sums": bw(
+        [((3, 5, 8), F32)] * 2 + [((3, 5), F32)] * 2 + [((3, 8), F32)], [((3, 5, 8), F32), ((3, 8), F32), ((3, 8), F32)]
+    ),
     "bw/every-row-a-group": bw([ROWS, ROWS, STAT, STAT, PRM], [ROWS, ROWS, ROWS]),
     "bw/no-rows": bw([((0, 8), F32)] * 2 + [((0,), F32)] * 2 + [PRM], [((0, 8), F32), PRM, PRM]),
 }

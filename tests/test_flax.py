@@ -32,7 +32,6 @@ from norm_reference import (
 import jax_lngb
 import jax_lngb.flax as jf
 
-
 # ----------------------------------------------------------------- helpers
 
 
@@ -126,8 +125,9 @@ def test_outputs_and_gradients_match_flax(x_dtype, param_dtype, dtype):
     # Flax itself meets the same bounds (so the oracle is Flax's semantics:
     # epsilon, dtype promotion), up to its extra rounding of a 16-bit dx.
     y, gp, gx = _loss_and_grads(theirs, variables, x, ct)
-    check_against_reference(y, gp["scale"], gp["bias"], gx, ref, **dtypes,
-                            double_rounded_dx=np.dtype(x_dtype) != np.dtype(F32))
+    check_against_reference(
+        y, gp["scale"], gp["bias"], gx, ref, **dtypes, double_rounded_dx=np.dtype(x_dtype) != np.dtype(F32)
+    )
 
 
 def test_default_fast_variance_flax_agrees_on_well_conditioneddata():
@@ -221,8 +221,11 @@ def test_options_the_kernel_does_not_serve_run_flax():
     cases = [
         (dict(reduction_axes=1), x, {}),  # feature axis -1 outside the reduction axes
         (dict(reduction_axes=-1, feature_axes=(0, -1)), x, {}),
-        *([(dict(force_float32_reductions=False, param_dtype=BF16), x.astype(BF16), {})]
-          if "force_float32_reductions" in {f.name for f in dataclasses.fields(nn.LayerNorm)} else []),
+        *(
+            [(dict(force_float32_reductions=False, param_dtype=BF16), x.astype(BF16), {})]
+            if "force_float32_reductions" in {f.name for f in dataclasses.fields(nn.LayerNorm)}
+            else []
+        ),
         (dict(), x, dict(mask=jnp.asarray(np.arange(24).reshape(2, 3, 4) % 3 > 0))),
         (dict(param_dtype=jnp.complex64), x, {}),
     ]

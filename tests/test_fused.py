@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 
 import jax
-from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, U32, assert_sums_close, random_array
+from jax import export
 from test_layer_norm_grad import EPS, assert_grad_close, grad_inputs, row_scale
 
 import jax_lngb
@@ -46,7 +46,19 @@ def check_param_grads(pd_gamma, pd_beta, dy, x, var, mean, what):
     assert_sums_close(pd_beta, d64.sum(0), np.abs(d64).sum(0), rows, pd_beta.dtype, what + " pd_beta")
 
 
-SHAPES = [(1,), (9,), (4097,), (0, 8), (1, 33), (257, 7), (2048, 1), (4, 64, 33), (2, 3, 5, 16), (8192, 384), (16, 9000)]
+SHAPES = [
+    (1,),
+    (9,),
+    (4097,),
+    (0, 8),
+    (1, 33),
+    (257, 7),
+    (2048, 1),
+    (4, 64, 33),
+    (2, 3, 5, 16),
+    (8192, 384),
+    (16, 9000),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -74,7 +86,9 @@ def test_out_dtype_is_one_rounding_of_the_float32_sums(act, out, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("shape", [(64, 48), (4096, 256), (3, 100, 24), (37, 5000)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "shape", [(64, 48), (4096, 256), (3, 100, 24), (37, 5000)], ids=lambda s: "x".join(map(str, s))
+)
 def test_fused_and_chained_backward_agree(shape, dtype, rng):
     x = jnp.asarray(random_array(rng, shape, dtype, scale=2.0))
     gamma = jnp.asarray(1 + 0.1 * rng.standard_normal(shape[-1]), jnp.float32)
@@ -94,7 +108,7 @@ def test_fused_and_chained_backward_agree(shape, dtype, rng):
     rows = math.prod(shape[:-1])
     d64 = np.asarray(dy, np.float64).reshape(-1, shape[-1])
     np.testing.assert_allclose(b1, b2, rtol=0, atol=4 * rows * U32 * np.abs(d64).sum(0).max())
-    res_round = 2.0 ** -24 if dtype == jnp.float32 else (2.0**-11 if dtype == jnp.float16 else 2.0**-8)
+    res_round = 2.0**-24 if dtype == jnp.float32 else (2.0**-11 if dtype == jnp.float16 else 2.0**-8)
     scale = np.abs(d64).sum(0).max() * 4  # |res_for_gamma| is a few units at most
     np.testing.assert_allclose(g1, g2, rtol=0, atol=(res_round + 4 * rows * U32) * scale)
     if dtype != jnp.float32:
@@ -113,8 +127,10 @@ def test_vmap_gives_one_result_per_group_bitwise(rng):
         for i in range(g):
             single = fused(dy[i], x[i], var[i], mean[i], gm if in_axes[-1] is None else gm[i])
             for a, b in zip(outs, single):
-                np.testing.assert_array_equal(np.asarray(a[i]).view(np.uint16 if a.dtype.itemsize == 2 else np.uint32),
-                                              np.asarray(b).view(np.uint16 if b.dtype.itemsize == 2 else np.uint32))
+                np.testing.assert_array_equal(
+                    np.asarray(a[i]).view(np.uint16 if a.dtype.itemsize == 2 else np.uint32),
+                    np.asarray(b).view(np.uint16 if b.dtype.itemsize == 2 else np.uint32),
+                )
 
 
 def test_vmap_non_leading_axes_and_shared_x(rng):
@@ -234,5 +250,8 @@ def test_bad_inputs_fail_at_trace_time():
         f.trace(x, x, jax.ShapeDtypeStruct((5,), jnp.float32), s, g)
     with pytest.raises(TypeError, match=r"out_dtype must have dtype.*got int32"):
         jax.jit(lambda *a: fused(*a, out_dtype=jnp.int32)).trace(x, x, s, s, g)
-    with pytest.raises(ValueError, match=r"gamma must have shape \(4, 8\) \(\[H\], H = x.shape\[-1\], one per vmapped group\); got \(3, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"gamma must have shape \(4, 8\) \(\[H\], H = x.shape\[-1\], one per vmapped group\); got \(3, 8\)",
+    ):
         jax.jit(lambda *a: fused(*a, batch_dims=1)).trace(x, x, s, s, jax.ShapeDtypeStruct((3, 8), jnp.float32))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import jax
-import jax.export  # noqa: F401 - on jax 0.7 `import jax` alone does not load it
+import jax.export
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -52,11 +52,23 @@ def test_document_example_16bit_is_rounded_float32_sum(dtype):
 
 SHAPES = [
     # rank 1: one row
-    (1,), (7,), (4097,),
+    (1,),
+    (7,),
+    (4097,),
     # rank 2: rows in {0, 1, many}
-    (0, 8), (1, 33), (257, 7), (1000, 8), (3, 4097), (2048, 1),
+    (0, 8),
+    (1, 33),
+    (257, 7),
+    (1000, 8),
+    (3, 4097),
+    (2048, 1),
     # rank 3 / 4
-    (2, 0, 33), (4, 64, 33), (3, 5, 8), (2, 3, 5, 7), (2, 2, 16, 4097), (0, 3, 2, 1),
+    (2, 0, 33),
+    (4, 64, 33),
+    (3, 5, 8),
+    (2, 3, 5, 7),
+    (2, 2, 16, 4097),
+    (0, 3, 2, 1),
 ]
 
 

@@ -85,8 +85,9 @@ def test_grad_of_grad_and_reverse_over_reverse(backward, rng):
     ours, ref = losses(w, backward)
 
     def outer(loss):
-        return lambda x, g, b: jnp.sum(jax.grad(loss, argnums=(0, 1, 2))(x, g, b)[0] ** 2) + jnp.sum(
-            jax.grad(loss, argnums=1)(x, g, b) * g
+        return lambda x, g, b: (
+            jnp.sum(jax.grad(loss, argnums=(0, 1, 2))(x, g, b)[0] ** 2)
+            + jnp.sum(jax.grad(loss, argnums=1)(x, g, b) * g)
         )
 
     assert_trees_close(
@@ -143,7 +144,9 @@ def test_tangent_and_backward_are_exact_adjoints(rng):
     tx = jnp.asarray(rng.standard_normal((6, 10)), jnp.float32)
     tg = jnp.asarray(rng.standard_normal(10), jnp.float32)
     tb = jnp.asarray(rng.standard_normal(10), jnp.float32)
-    dx, dg, db = layer_norm_backward_p.bind(ct, x, var, mean, gamma, epsilon=1e-5, batch_dims=0, out_dtype=np.dtype(np.float32))
+    dx, dg, db = layer_norm_backward_p.bind(
+        ct, x, var, mean, gamma, epsilon=1e-5, batch_dims=0, out_dtype=np.dtype(np.float32)
+    )
     ty, _, _ = layer_norm_tangent_p.bind(tx, tg, tb, x, var, mean, gamma, epsilon=1e-5, batch_dims=0, backward="fused")
     lhs = float(jnp.vdot(dx, tx) + jnp.vdot(dg, tg) + jnp.vdot(db, tb))
     rhs = float(jnp.vdot(ct, ty))

@@ -15,19 +15,19 @@ without it."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import warnings
 
 import pytest
-
 from conftest import run_python
+
 from jax_lngb import host_memory
 
 ENV = host_memory.ENV_VAR
 GLIBC = host_memory.probe()["applicable"]
-needs_glibc = pytest.mark.skipif(not GLIBC, reason="the opt-in acts on glibc's malloc only: "
-                                 + host_memory.probe()["reason"])
+needs_glibc = pytest.mark.skipif(
+    not GLIBC, reason="the opt-in acts on glibc's malloc only: " + host_memory.probe()["reason"]
+)
 
 
 def _child_json(code: str, env: dict | None = None, timeout: float = 300) -> dict:
@@ -41,8 +41,9 @@ def _child_json(code: str, env: dict | None = None, timeout: float = 300) -> dic
 
 @pytest.fixture
 def fresh_state(monkeypatch):
-    monkeypatch.setattr(host_memory, "_state",
-                        {"enabled": False, "source": None, "reason": "not requested", "warned": False})
+    monkeypatch.setattr(
+        host_memory, "_state", {"enabled": False, "source": None, "reason": "not requested", "warned": False}
+    )
 
 
 def test_env_values(recwarn):
@@ -60,8 +61,9 @@ def test_declines_with_a_preloaded_allocator_and_warns_once(fresh_state, monkeyp
     # malloc resolving to another library than glibc: what LD_PRELOAD of
     # jemalloc or tcmalloc gives.
     real = host_memory._object_of
-    monkeypatch.setattr(host_memory, "_object_of",
-                        lambda lib, sym: "/usr/lib/libjemalloc.so.2" if sym == "malloc" else real(lib, sym))
+    monkeypatch.setattr(
+        host_memory, "_object_of", lambda lib, sym: "/usr/lib/libjemalloc.so.2" if sym == "malloc" else real(lib, sym)
+    )
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libjemalloc.so.2")
     if not host_memory.probe()["libc"]:
         pytest.skip("not glibc: covered by test_declines_off_glibc")
@@ -96,14 +98,19 @@ def test_declines_off_glibc(fresh_state, monkeypatch):
 
 @needs_glibc
 def test_applies_by_call_and_by_env():
-    code = ("import json, jax_lngb; from jax_lngb import host_memory as h; before = h.status()['enabled']; "
-            "r = [jax_lngb.retain_host_memory(), jax_lngb.retain_host_memory()]; "
-            "print(json.dumps({'before': before, 'returns': r, 'status': h.status(), 'line': h.summary()}))")
+    code = (
+        "import json, jax_lngb; from jax_lngb import host_memory as h; before = h.status()['enabled']; "
+        "r = [jax_lngb.retain_host_memory(), jax_lngb.retain_host_memory()]; "
+        "print(json.dumps({'before': before, 'returns': r, 'status': h.status(), 'line': h.summary()}))"
+    )
     got = _child_json(code, env={ENV: "0"})
     assert got["before"] is False and got["returns"] == [True, True]
     st = got["status"]
     assert st["enabled"] is True and st["source"] == "call" and st["settings"] == host_memory.SETTINGS
-    assert got["line"].startswith("on (glibc malloc: M_ARENA_MAX=1, M_MMAP_MAX=0") and "set by retain_host_memory()" in got["line"]
+    assert (
+        got["line"].startswith("on (glibc malloc: M_ARENA_MAX=1, M_MMAP_MAX=0")
+        and "set by retain_host_memory()" in got["line"]
+    )
     # The variable is applied by the import itself.
     got = _child_json("import json, jax_lngb; print(json.dumps(jax_lngb.host_memory.status()))", env={ENV: "1"})
     assert got["enabled"] is True and got["source"] == "env" and got["env"] == "1"
@@ -116,9 +123,11 @@ def test_preloaded_allocator_in_a_real_process():
     lib = find_library("libjemalloc.so.2") or find_library("libtcmalloc_minimal.so.4")
     if lib is None:
         pytest.skip("neither libjemalloc2 nor libtcmalloc-minimal4 is installed (the patched test covers the logic)")
-    code = ("import json, warnings\nwith warnings.catch_warnings(record=True) as w:\n"
-            "    warnings.simplefilter('always'); import jax_lngb; r = jax_lngb.retain_host_memory()\n"
-            "print(json.dumps({'r': r, 'warnings': [str(x.message) for x in w]}))")
+    code = (
+        "import json, warnings\nwith warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always'); import jax_lngb; r = jax_lngb.retain_host_memory()\n"
+        "print(json.dumps({'r': r, 'warnings': [str(x.message) for x in w]}))"
+    )
     got = _child_json(code, env={ENV: "1", "LD_PRELOAD": lib})
     assert got["r"] is False
     assert len(got["warnings"]) == 1 and "LD_PRELOAD" in got["warnings"][0], got

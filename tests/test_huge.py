@@ -105,7 +105,14 @@ assert {f32_bits(v) for v in (1, 2, -1, -2)} == {ONE_F32 + m for m in (0, 0x0080
 
 # A wrapped 32-bit offset would read rows 0-2 instead of the last three:
 # (res, dy) there are (-2, -2) and (2, 1), so both res * dy and dy differ.
-SPECIAL_ROWS = {0: (-2.0, -2.0), 1: (-2.0, -2.0), 2: (-2.0, -2.0), ROWS - 3: (2.0, 1.0), ROWS - 2: (2.0, 1.0), ROWS - 1: (2.0, 1.0)}
+SPECIAL_ROWS = {
+    0: (-2.0, -2.0),
+    1: (-2.0, -2.0),
+    2: (-2.0, -2.0),
+    ROWS - 3: (2.0, 1.0),
+    ROWS - 2: (2.0, 1.0),
+    ROWS - 1: (2.0, 1.0),
+}
 
 
 def fill_and_reference(res: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -174,7 +181,9 @@ def test_more_than_2_pow_31_elements(record_property):
     g32, b32 = jax.jit(functools.partial(layer_norm_grad_beta, out_dtype=jnp.float32))(res_d, dy_d)
     g16, b16 = jax.jit(layer_norm_grad_beta)(res_d, dy_d)
     f32_sums = functools.partial(layer_norm_grad_beta, out_dtype=jnp.float32)
-    grouped = jax.jit(lambda r, d: jax.vmap(f32_sums)(r.reshape(GROUPS, GROUP_ROWS, H), d.reshape(GROUPS, GROUP_ROWS, H)))
+    grouped = jax.jit(
+        lambda r, d: jax.vmap(f32_sums)(r.reshape(GROUPS, GROUP_ROWS, H), d.reshape(GROUPS, GROUP_ROWS, H))
+    )
     gg, gb = grouped(res_d, dy_d)
     jax.block_until_ready((g32, b32, g16, b16, gg, gb))
     t_kernel = time.perf_counter()
@@ -197,4 +206,3 @@ def test_more_than_2_pow_31_elements(record_property):
         f"\nhuge: inputs + float64 reference {t_gen - t0:.1f} s, 3 kernel calls {t_kernel - t_gen:.1f} s, "
         f"peak RSS {peak_gib:.2f} GiB"
     )
-

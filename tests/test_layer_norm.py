@@ -4,18 +4,18 @@ plain jax.numpy LayerNorm, and the ways users differentiate it."""
 from __future__ import annotations
 
 import jax
-from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, random_array
+from jax import export
 from jax.test_util import check_grads
 
 from jax_lngb import layer_norm, layer_norm_jnp, layer_norm_ref
 from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as FUSED_TARGET
 from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD_TARGET
-from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
 from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as GRAD_BETA_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
 
 # Agreement with the jnp LayerNorm: both compute in float32 and round to the
 # output dtype, so they differ by an ulp or two of that dtype.
@@ -194,15 +194,17 @@ def test_vmap_of_grad_gives_per_example_gradients(rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("shape", [(1,), (1, 4097), (0, 8), (300, 768), (2, 3, 17), (2000, 1)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "shape", [(1,), (1, 4097), (0, 8), (300, 768), (2, 3, 17), (2000, 1)], ids=lambda s: "x".join(map(str, s))
+)
 def test_forward_kernel_and_saved_statistics(shape, dtype, rng):
     from jax_lngb import layer_norm_forward_p
 
     x = jnp.asarray(random_array(rng, shape, dtype, scale=3.0) + 2.0)
     gamma, beta = params(rng, shape[-1])
-    y, mean, var = jax.jit(
-        lambda *a: layer_norm_forward_p.bind(*a, epsilon=1e-5, batch_dims=0, backward="fused")
-    )(x, gamma, beta)
+    y, mean, var = jax.jit(lambda *a: layer_norm_forward_p.bind(*a, epsilon=1e-5, batch_dims=0, backward="fused"))(
+        x, gamma, beta
+    )
     assert y.dtype == dtype and mean.dtype == jnp.float32 and var.dtype == jnp.float32
     assert mean.shape == shape[:-1] and var.shape == shape[:-1]
     x64 = np.asarray(x, np.float64)
@@ -227,7 +229,10 @@ def test_forward_is_a_custom_call_and_other_platforms_use_jax_numpy():
     text = jax.jit(layer_norm).lower(x, g, g).as_text()
     assert f"custom_call @{FORWARD_TARGET}(" in text and "stablehlo.reduce" not in text
     for platform in ("cuda", "tpu"):
-        exported = export.export(jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))), platforms=[platform])(x, g, g)
+        exported = export.export(
+            jax.jit(jax.grad(lambda x, g, b: layer_norm(x, g, b).astype(jnp.float32).sum(), argnums=(0, 1, 2))),
+            platforms=[platform],
+        )(x, g, g)
         module = exported.mlir_module()
         assert "stablehlo.custom_call" not in module and "stablehlo.reduce" in module
 
@@ -275,8 +280,23 @@ def test_narrowing_rounds_to_nearest_even(dtype, rng):
     # narrowing unchanged (ties, carries into the exponent, overflow, values
     # that become 16-bit subnormals, NaN and Inf), in whole and partial
     # 16-lane blocks and in pairs of blocks.
-    specials = [1 + 2**-8, 1 + 3 * 2**-8, 1 - 2**-9, 255.5, 3.4e38, -3.4e38, 65519.0, 65520.0, 1e-6, -3e-7, 6e-8,
-                np.inf, -np.inf, 0.75, -1.5e-5]
+    specials = [
+        1 + 2**-8,
+        1 + 3 * 2**-8,
+        1 - 2**-9,
+        255.5,
+        3.4e38,
+        -3.4e38,
+        65519.0,
+        65520.0,
+        1e-6,
+        -3e-7,
+        6e-8,
+        np.inf,
+        -np.inf,
+        0.75,
+        -1.5e-5,
+    ]
     vals = np.array((specials * 5)[:67], np.float32)  # 67 = 4 blocks + a partial one
     beta = jnp.asarray(vals)
     x = jnp.asarray(random_array(rng, (8, vals.size), dtype))

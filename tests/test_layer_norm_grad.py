@@ -4,11 +4,11 @@ dtypes, edge cases, vmap, lowering, and trace-time errors."""
 from __future__ import annotations
 
 import jax
-from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import DTYPE_IDS, DTYPES, U32, random_array, unit_roundoff
+from jax import export
 from jax.test_util import check_grads
 
 import jax_lngb
@@ -208,7 +208,14 @@ def _loop(args, in_axes):
 
 @pytest.mark.parametrize(
     "in_axes",
-    [(0, 0, 0, 0, None), (1, 1, 1, 1, None), (-2, -2, -1, -1, None), (0, 0, 0, 0, 0), (None, 0, 0, 0, None), (0, None, None, None, 0)],
+    [
+        (0, 0, 0, 0, None),
+        (1, 1, 1, 1, None),
+        (-2, -2, -1, -1, None),
+        (0, 0, 0, 0, 0),
+        (None, 0, 0, 0, None),
+        (0, None, None, None, 0),
+    ],
     ids=["leading", "middle", "negative", "gamma_mapped", "dy_shared", "x_shared"],
 )
 def test_vmap_matches_a_loop_bitwise(in_axes, rng):

@@ -37,8 +37,8 @@ from jax_lngb import (
 )
 from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET as BACKWARD_TARGET
 from jax_lngb._ops.primitives import LAYER_NORM_FORWARD_TARGET as FORWARD_TARGET
-from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
 from jax_lngb._ops.primitives import LAYER_NORM_GRAD_BETA_TARGET as FFI_TARGET
+from jax_lngb._ops.primitives import LAYER_NORM_GRAD_TARGET as GRAD_TARGET
 
 # ---------------------------------------------- the functions under test
 #
@@ -220,7 +220,9 @@ def test_lowering_pins_operands_to_row_major(view, prim):
     # StableHLO: operand_layouts are minor-to-major lists; row-major is
     # [rank-1, ..., 0] for every operand (the views and [H] parameters).
     (line,) = custom_call_lines(lowered.as_text(), f"@{p.target}(")
-    layouts = re.findall(r"dense<\[?([\d, ]*)\]?>", re.search(r"operand_layouts = \[(.*?)\], result_layouts", line).group(1))
+    layouts = re.findall(
+        r"dense<\[?([\d, ]*)\]?>", re.search(r"operand_layouts = \[(.*?)\], result_layouts", line).group(1)
+    )
     n_operands = len(re.search(r"custom_call @\w+\((.*?)\)", line).group(1).split(", "))
     assert len(layouts) == n_operands and all(map(row_major_list, layouts)), layouts
     rank = take(jnp.zeros(shape)).ndim

@@ -44,12 +44,17 @@ def _inputs() -> dict[str, np.ndarray]:
 def run(tmp_path_factory) -> tuple[dict, dict]:
     work = tmp_path_factory.mktemp("multiprocess")
     np.savez(work / "inputs.npz", **_inputs())
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={LOCAL_DEVICES}",
-               JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={LOCAL_DEVICES}", JAX_PLATFORMS="cpu")
     port = _free_port()
     procs = [
-        subprocess.Popen([sys.executable, str(CHILD), str(i), str(PROCESSES), str(port), str(work)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tempfile.gettempdir())
+        subprocess.Popen(
+            [sys.executable, str(CHILD), str(i), str(PROCESSES), str(port), str(work)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tempfile.gettempdir(),
+        )
         for i in range(PROCESSES)
     ]
     logs = []

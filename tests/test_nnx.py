@@ -125,8 +125,15 @@ def test_outputs_and_gradients_match_nnx(x_dtype, param_dtype, dtype):
     y, g, g_x = _run(ours, x, ct)
     check_against_reference(y, g[("scale",)][...], g[("bias",)][...], g_x, ref, **dtypes)
     y, g, g_x = _run(theirs, x, ct)  # the oracle is nnx's semantics
-    check_against_reference(y, g[("scale",)][...], g[("bias",)][...], g_x, ref, **dtypes,
-                            double_rounded_dx=np.dtype(x_eff.dtype) != np.dtype(F32))
+    check_against_reference(
+        y,
+        g[("scale",)][...],
+        g[("bias",)][...],
+        g_x,
+        ref,
+        **dtypes,
+        double_rounded_dx=np.dtype(x_eff.dtype) != np.dtype(F32),
+    )
 
 
 def test_other_reduction_and_feature_axes_match_nnx():

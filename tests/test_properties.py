@@ -411,10 +411,14 @@ def assert_close_and_same_non_finite(got, ref, bound, what: str, nan_exact: bool
         fin_g = fin_g | overflowed
         g = np.where(overflowed, ref, g)
     bad = np.argwhere(fin_g != fin_r)
-    assert bad.size == 0, f"{what}: finite where the reference is not (or vice versa) at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+    assert bad.size == 0, (
+        f"{what}: finite where the reference is not (or vice versa) at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+    )
     if nan_exact:
         bad = np.argwhere(np.isnan(g) != np.isnan(ref))
-        assert bad.size == 0, f"{what}: NaN pattern differs at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+        assert bad.size == 0, (
+            f"{what}: NaN pattern differs at {tuple(bad[0])}: got {g[tuple(bad[0])]}, reference {ref[tuple(bad[0])]}"
+        )
     with np.errstate(invalid="ignore"):
         err = np.where(fin_r, np.abs(g - ref), 0.0)
     over = err > bound
@@ -454,9 +458,7 @@ def jitted_layer_norm(epsilon: float):
 @functools.cache
 def jitted_forward_stats(epsilon: float):
     """y and the float32 mean and variance the backward reuses."""
-    return jax.jit(
-        lambda x, g, b: layer_norm_forward_p.bind(x, g, b, epsilon=epsilon, batch_dims=0, backward="fused")
-    )
+    return jax.jit(lambda x, g, b: layer_norm_forward_p.bind(x, g, b, epsilon=epsilon, batch_dims=0, backward="fused"))
 
 
 @functools.cache

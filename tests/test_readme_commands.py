@@ -86,9 +86,10 @@ def test_every_readme_command_answers_help(line):
             continue
         argv, env = invocation
         assert os.path.exists(argv[0]), f"{part.strip()!r}: {argv[0]} does not exist (is the package installed?)"
-        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, **env})
-        assert proc.returncode == 0, f"{' '.join(argv)} (from {part.strip()!r}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+        assert proc.returncode == 0, (
+            f"{' '.join(argv)} (from {part.strip()!r}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
         assert "usage" in proc.stdout.lower(), proc.stdout[-2000:]
         checked += 1
     assert checked, f"nothing to run in {line!r}"
@@ -97,7 +98,8 @@ def test_every_readme_command_answers_help(line):
 def test_python_m_from_the_root_runs_the_installed_build():
     # `python -m` puts the repository root first on sys.path, so the sources
     # are imported; they must still find a compiled extension.
-    proc = subprocess.run([sys.executable, "-m", "jax_lngb", "--version"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jax_lngb", "--version"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("jax_lngb "), proc.stdout

@@ -62,26 +62,54 @@ def rms_reference(x, scale, bias, ct, epsilon, red, feat):
     dx = r * (dxhat - xhat * (dxhat * xhat).mean(red, keepdims=True))
     dx_terms = r * (np.abs(dxhat) + np.abs(xhat) * np.abs(dxhat * xhat).mean(red, keepdims=True))
     other = tuple(a for a in range(x.ndim) if a not in feat)
-    return dict(y=y, y_terms=np.abs(xhat * s) + (0 if bias is None else np.abs(bias).reshape(fshape)),
-                d_scale=(ct * xhat).sum(other), d_scale_terms=np.abs(ct * xhat).sum(other),
-                d_bias=ct.sum(other), d_bias_terms=np.abs(ct).sum(other), d_x=dx, d_x_terms=dx_terms)
+    return dict(
+        y=y,
+        y_terms=np.abs(xhat * s) + (0 if bias is None else np.abs(bias).reshape(fshape)),
+        d_scale=(ct * xhat).sum(other),
+        d_scale_terms=np.abs(ct * xhat).sum(other),
+        d_bias=ct.sum(other),
+        d_bias_terms=np.abs(ct).sum(other),
+        d_x=dx,
+        d_x_terms=dx_terms,
+    )
 
 
 def check(y, g_scale, g_x, ref, *, out_dtype, param_dtype, x_dtype, g_bias=None, rounded_to=None, what=""):
     """Output and gradients within the dtype bounds of the float64 oracle."""
     assert_close(y, ref["y"], result_dtype=out_dtype, input_dtype=x_dtype, scale=ref["y_terms"], what=what + " y")
     if g_scale is not None:
-        assert_close(g_scale, ref["d_scale"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     rounded_to=rounded_to, scale=ref["d_scale_terms"], what=what + " d scale")
+        assert_close(
+            g_scale,
+            ref["d_scale"],
+            result_dtype=param_dtype,
+            input_dtype=out_dtype,
+            rounded_to=rounded_to,
+            scale=ref["d_scale_terms"],
+            what=what + " d scale",
+        )
     if g_bias is not None:
-        assert_close(g_bias, ref["d_bias"], result_dtype=param_dtype, input_dtype=out_dtype,
-                     rounded_to=rounded_to, scale=ref["d_bias_terms"], what=what + " d bias")
+        assert_close(
+            g_bias,
+            ref["d_bias"],
+            result_dtype=param_dtype,
+            input_dtype=out_dtype,
+            rounded_to=rounded_to,
+            scale=ref["d_bias_terms"],
+            what=what + " d bias",
+        )
     if g_x is not None:
         # One more rounding allowed where dx passes through a 16-bit value
         # on its way (Flax's promote, or the cast back to a 16-bit input).
         narrow = rounded_to or x_dtype
-        assert_close(g_x, ref["d_x"], result_dtype=x_dtype, input_dtype=narrow if narrow != F32 else out_dtype,
-                     rounded_to=rounded_to, scale=ref["d_x_terms"], what=what + " d x")
+        assert_close(
+            g_x,
+            ref["d_x"],
+            result_dtype=x_dtype,
+            input_dtype=narrow if narrow != F32 else out_dtype,
+            rounded_to=rounded_to,
+            scale=ref["d_x_terms"],
+            what=what + " d x",
+        )
 
 
 def kernel_in(fn, *args) -> bool:
@@ -97,13 +125,16 @@ def assert_identical(a, b, what=""):
 
 
 def test_import_jax_lngb_imports_neither_flax_nor_equinox():
-    code = ("import sys, jax_lngb; bad = [m for m in sys.modules if m.split('.')[0] in ('flax', 'equinox') "
-            "or m.startswith('jax_lngb._integrations')]; assert not bad, bad")
+    code = (
+        "import sys, jax_lngb; bad = [m for m in sys.modules if m.split('.')[0] in ('flax', 'equinox') "
+        "or m.startswith('jax_lngb._integrations')]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("module,upstream,pip", [("linen", "flax", "flax"), ("nnx", "flax", "flax"),
-                                                 ("equinox", "equinox", "equinox")])
+@pytest.mark.parametrize(
+    "module,upstream,pip", [("linen", "flax", "flax"), ("nnx", "flax", "flax"), ("equinox", "equinox", "equinox")]
+)
 def test_missing_upstream_raises_a_clear_import_error(monkeypatch, module, upstream, pip):
     # The modules that define the RMSNorm drop-ins, imported afresh without
     # their upstream library.
@@ -188,13 +219,19 @@ LINEN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("promotion,attrs,x_dtype,shape", indirect=["promotion"], argvalues=in_modes(
-    [c[1:] for c in LINEN_CASES], [c[0] for c in LINEN_CASES], also=lambda c: exercises_dtypes(c[0], c[1])))
+@pytest.mark.parametrize(
+    "promotion,attrs,x_dtype,shape",
+    indirect=["promotion"],
+    argvalues=in_modes(
+        [c[1:] for c in LINEN_CASES], [c[0] for c in LINEN_CASES], also=lambda c: exercises_dtypes(c[0], c[1])
+    ),
+)
 def test_linen_outputs_and_gradients_match_flax(attrs, x_dtype, shape, promotion):
     x = data(shape, x_dtype, std=1.0)
     theirs, ours = nn.RMSNorm(**attrs), jflax.RMSNorm(**attrs)
-    refused, variables = run_upstream(promotion, lambda: theirs.init(jax.random.key(0), x),
-                                      lambda: ours.init(jax.random.key(0), x))
+    refused, variables = run_upstream(
+        promotion, lambda: theirs.init(jax.random.key(0), x), lambda: ours.init(jax.random.key(0), x)
+    )
     if refused:  # strict promotion: Flax's own error, from ours too
         return
     variables = random_like(variables)
@@ -257,8 +294,10 @@ def test_linen_float64_and_axis_name_run_flax():
     # Statistics over a named (vmapped) axis: Flax's pmean.
     x = data((3, 2, 8), F32, std=1.0)
     variables = nn.RMSNorm().init(jax.random.key(0), x[0])
-    outs = [jax.vmap(lambda r, m=m: m(axis_name="b").apply(variables, r), axis_name="b")(x)
-            for m in (nn.RMSNorm, jflax.RMSNorm)]
+    outs = [
+        jax.vmap(lambda r, m=m: m(axis_name="b").apply(variables, r), axis_name="b")(x)
+        for m in (nn.RMSNorm, jflax.RMSNorm)
+    ]
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
@@ -298,7 +337,7 @@ def test_linen_under_scan_and_remat():
     ct = data(x.shape, F32, seed=5, std=1.0)
 
     def run(model):
-        loss = lambda v, x: jnp.sum(model.apply(v, x) * ct)  # noqa: E731
+        loss = lambda v, x: jnp.sum(model.apply(v, x) * ct)
         return jax.jit(lambda v, x: (model.apply(v, x), jax.grad(loss, argnums=(0, 1))(v, x)))
 
     text = run(ours).lower(variables, x).as_text()
@@ -366,8 +405,13 @@ NNX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("promotion,features,attrs,x_dtype,shape", indirect=["promotion"], argvalues=in_modes(
-    [c[1:] for c in NNX_CASES], [c[0] for c in NNX_CASES], also=lambda c: exercises_dtypes(c[1], c[2])))
+@pytest.mark.parametrize(
+    "promotion,features,attrs,x_dtype,shape",
+    indirect=["promotion"],
+    argvalues=in_modes(
+        [c[1:] for c in NNX_CASES], [c[0] for c in NNX_CASES], also=lambda c: exercises_dtypes(c[1], c[2])
+    ),
+)
 def test_nnx_outputs_and_gradients_match_flax(features, attrs, x_dtype, shape, promotion):
     theirs, ours = _nnx_pair(features, **attrs)
     x = data(shape, x_dtype, std=1.0)
@@ -382,8 +426,9 @@ def test_nnx_outputs_and_gradients_match_flax(features, attrs, x_dtype, shape, p
     # The oracle sees what Flax's promote_dtype hands the arithmetic.
     xr, sr = (x, scale) if "dtype" not in attrs else (x.astype(attrs["dtype"]), scale.astype(attrs["dtype"]))
     ref = rms_reference(xr, sr, None, ct, 1e-6, red, feat)
-    dt = dict(out_dtype=out_dtype, param_dtype=attrs.get("param_dtype", F32), x_dtype=x_dtype,
-              rounded_to=attrs.get("dtype"))
+    dt = dict(
+        out_dtype=out_dtype, param_dtype=attrs.get("param_dtype", F32), x_dtype=x_dtype, rounded_to=attrs.get("dtype")
+    )
     for name, module in (("ours", ours), ("flax", theirs)):
         graphdef, state = nnx.split(module)
         y, (g_s, g_x) = _nnx_loss_and_grads(graphdef, state, x, ct)
@@ -493,8 +538,11 @@ EQX_CASES = [
 
 # Under x64 Equinox's default parameter dtype changes: every case with
 # parameters, one shape (the shape does not meet the dtype rules).
-@pytest.mark.parametrize("promotion,shape,attrs,x_dtype", indirect=["promotion"], argvalues=in_modes(
-    [c[1:] for c in EQX_CASES], [c[0] for c in EQX_CASES], also=lambda c: len(c[0]) == 1))
+@pytest.mark.parametrize(
+    "promotion,shape,attrs,x_dtype",
+    indirect=["promotion"],
+    argvalues=in_modes([c[1:] for c in EQX_CASES], [c[0] for c in EQX_CASES], also=lambda c: len(c[0]) == 1),
+)
 def test_equinox_vmap_outputs_and_gradients_match_equinox(shape, attrs, x_dtype, promotion):
     # Equinox casts explicitly: every case runs, and takes the kernel, under
     # strict promotion too. Under jax_enable_x64 Equinox's default parameter
@@ -513,8 +561,18 @@ def test_equinox_vmap_outputs_and_gradients_match_equinox(shape, attrs, x_dtype,
     via = F32 if np.dtype(p_dtype) == np.dtype(jnp.float64) else None
     for name, layer in (("ours", ours), ("equinox", theirs)):
         y, (g, g_x) = _eqx_loss_and_grads(layer, x, ct)
-        check(y, g.weight, g_x, ref, g_bias=g.bias, out_dtype=x_dtype, param_dtype=p_dtype, x_dtype=x_dtype,
-              rounded_to=via, what=name)
+        check(
+            y,
+            g.weight,
+            g_x,
+            ref,
+            g_bias=g.bias,
+            out_dtype=x_dtype,
+            param_dtype=p_dtype,
+            x_dtype=x_dtype,
+            rounded_to=via,
+            what=name,
+        )
 
 
 def test_equinox_nested_vmap_is_one_kernel_call_over_all_tokens():
@@ -534,8 +592,11 @@ def test_equinox_nested_vmap_is_one_kernel_call_over_all_tokens():
         assert kernels[1].outvars[1].aval.shape == (16,)
         # Without a bias nothing [16] is broadcast; with one, the bias is added
         # outside the kernel (fused by XLA), and no broadcast feeds a kernel.
-        bcast = [e.outvars[0] for e in jaxpr.eqns
-                 if e.primitive.name == "broadcast_in_dim" and e.invars[0].aval.shape == (16,)]
+        bcast = [
+            e.outvars[0]
+            for e in jaxpr.eqns
+            if e.primitive.name == "broadcast_in_dim" and e.invars[0].aval.shape == (16,)
+        ]
         assert bool(bcast) == use_bias
         assert not any(v in bcast for e in kernels for v in e.invars)
         text = jax.jit(grad).lower(ours, x).as_text()
@@ -584,8 +645,11 @@ class _EqxNet(eqx.Module):
 
 
 def _convert(tree):
-    return jax.tree_util.tree_map(lambda n: je.from_equinox(n) if isinstance(n, eqx.nn.RMSNorm) else n, tree,
-                                  is_leaf=lambda n: isinstance(n, eqx.nn.RMSNorm))
+    return jax.tree_util.tree_map(
+        lambda n: je.from_equinox(n) if isinstance(n, eqx.nn.RMSNorm) else n,
+        tree,
+        is_leaf=lambda n: isinstance(n, eqx.nn.RMSNorm),
+    )
 
 
 def test_equinox_checkpoints_and_from_equinox(tmp_path):

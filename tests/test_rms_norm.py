@@ -95,8 +95,24 @@ def test_forward_follows_cann_order_and_epsilon(rng):
     np.testing.assert_allclose(np.asarray(y), rms_norm_ref(x, g, epsilon=100.0), rtol=3e-6)
     # CANN's documented example: x = gamma = 0..15.
     a = jnp.arange(16, dtype=jnp.float32)
-    want = [0, 0.11359233, 0.4543693, 1.022331, 1.8174772, 2.8398082, 4.089324, 5.566024, 7.269909, 9.200979,
-            11.359233, 13.744672, 16.357296, 19.197104, 22.264095, 25.558275]
+    want = [
+        0,
+        0.11359233,
+        0.4543693,
+        1.022331,
+        1.8174772,
+        2.8398082,
+        4.089324,
+        5.566024,
+        7.269909,
+        9.200979,
+        11.359233,
+        13.744672,
+        16.357296,
+        19.197104,
+        22.264095,
+        25.558275,
+    ]
     np.testing.assert_allclose(np.asarray(rms_norm(a[None], a, epsilon=1e-5))[0], want, rtol=2e-6)
 
 
@@ -182,15 +198,17 @@ def test_primitives_against_oracles(rng):
 @pytest.mark.parametrize("mode", MODES)
 def test_higher_order(rng, mode):
     x, g, _ = data(rng, (3, 16), jnp.float32)
-    f = lambda x, g: rms_norm(x, g, backward=mode)  # noqa: E731
+    f = lambda x, g: rms_norm(x, g, backward=mode)
     check_grads(f, (x, g), order=2, modes=("fwd", "rev"), atol=2e-2, rtol=2e-2)
     # Hessian-vector products and linearize against the jax.numpy RMSNorm.
-    loss = lambda f: lambda x, g: jnp.sum(jnp.sin(f(x, g)) * x)  # noqa: E731
+    loss = lambda f: lambda x, g: jnp.sum(jnp.sin(f(x, g)) * x)
     v = jnp.asarray(random_array(rng, x.shape, np.float32))
-    hvp = lambda f: jax.jvp(jax.grad(loss(f)), (x, g), (v, jnp.zeros_like(g)))[1]  # noqa: E731
+    hvp = lambda f: jax.jvp(jax.grad(loss(f)), (x, g), (v, jnp.zeros_like(g)))[1]
     np.testing.assert_allclose(np.asarray(hvp(f)), np.asarray(hvp(rms_norm_jnp)), rtol=1e-4, atol=1e-4)
     y, lin = jax.linearize(f, x, g)
-    np.testing.assert_allclose(np.asarray(lin(v, g)), np.asarray(jax.jvp(rms_norm_jnp, (x, g), (v, g))[1]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(lin(v, g)), np.asarray(jax.jvp(rms_norm_jnp, (x, g), (v, g))[1]), rtol=1e-5, atol=1e-5
+    )
     gg = jax.grad(lambda g: jnp.sum(jax.grad(lambda x: jnp.sum(f(x, g) ** 3))(x) ** 2))(g)
     gg_r = jax.grad(lambda g: jnp.sum(jax.grad(lambda x: jnp.sum(rms_norm_jnp(x, g) ** 3))(x) ** 2))(g)
     np.testing.assert_allclose(np.asarray(gg), np.asarray(gg_r), rtol=1e-4, atol=1e-4)
@@ -230,7 +248,7 @@ def test_vmap_in_axes(rng, mode, in_axes):
     g = jnp.asarray(1 + 0.2 * rng.standard_normal((b, h) if in_axes[1] == 0 else (h,)).astype(np.float32))
     if in_axes[0] == 2:
         x = jnp.asarray(random_array(rng, (r, h, b), np.float32, 2))
-    f = lambda x, g: rms_norm(x, g, backward=mode)  # noqa: E731
+    f = lambda x, g: rms_norm(x, g, backward=mode)
     for fn, fn_r in [(f, rms_norm_jnp), (jax.grad(loss_of(f), (0, 1)), jax.grad(loss_of(rms_norm_jnp), (0, 1)))]:
         got = jax.vmap(fn, in_axes)(x, g)
         want = jax.vmap(fn_r, in_axes)(x, g)
@@ -243,9 +261,13 @@ def test_vmap_in_axes(rng, mode, in_axes):
 def test_nested_vmap_joins_rows(rng, mode):
     # Equinox applies a layer per token: vmap(vmap(norm)) with gamma unmapped.
     x, g, _ = data(rng, (4, 6, 64), jnp.float32)
-    f = lambda x, g: jnp.sum(jnp.sin(jax.vmap(jax.vmap(lambda t: rms_norm(t, g, backward=mode)))(x)))  # noqa: E731
+    f = lambda x, g: jnp.sum(jnp.sin(jax.vmap(jax.vmap(lambda t: rms_norm(t, g, backward=mode)))(x)))
     jaxpr = str(jax.make_jaxpr(jax.grad(f, (0, 1)))(x, g))
-    kernels = [p for p in ("rms_norm_forward", "rms_norm_backward", "rms_norm_grad", "layer_norm_grad_beta") if p + "[" in jaxpr]
+    kernels = [
+        p
+        for p in ("rms_norm_forward", "rms_norm_backward", "rms_norm_grad", "layer_norm_grad_beta")
+        if p + "[" in jaxpr
+    ]
     assert "rms_norm_forward" in kernels
     for p in kernels:
         assert jaxpr.count(p + "[") == 1, jaxpr
@@ -296,7 +318,11 @@ def test_traced_epsilon_and_bad_primitive_operands():
         jax.jit(lambda e: rms_norm(jnp.ones((2, 4)), jnp.ones(4), epsilon=e)).trace(1e-6)
     x = jnp.ones((2, 4))
     with pytest.raises(ValueError, match="rstd must have shape"):
-        jax.eval_shape(lambda: rms_norm_backward_p.bind(x, x, jnp.ones(3), jnp.ones(4), batch_dims=0, out_dtype=np.dtype("float32")))
+        jax.eval_shape(
+            lambda: rms_norm_backward_p.bind(
+                x, x, jnp.ones(3), jnp.ones(4), batch_dims=0, out_dtype=np.dtype("float32")
+            )
+        )
     with pytest.raises(TypeError, match="dy must have the dtype of x"):
         jax.eval_shape(lambda: rms_norm_grad_p.bind(x.astype(jnp.bfloat16), x, jnp.ones(2), jnp.ones(4), batch_dims=0))
     with pytest.raises(ValueError, match=r"gamma must have shape \(2, 4\)"):
@@ -336,7 +362,7 @@ def test_empty(mode, shape):
 
 def test_eager_jit_disable_jit_agree(rng):
     x, g, dy = data(rng, (20, 70), jnp.float16)
-    f = lambda x, g: jax.vjp(rms_norm, x, g)[1](dy)  # noqa: E731
+    f = lambda x, g: jax.vjp(rms_norm, x, g)[1](dy)
     a = f(x, g)
     b = jax.jit(f)(x, g)
     with jax.disable_jit():
@@ -379,10 +405,12 @@ def test_vmap_over_tangents_only(rng, mode):
     # that are not mapped (x, rstd) are broadcast into the joined rows.
     x, g, _ = data(rng, (6, 32), jnp.float32)
     ts = jnp.asarray(random_array(rng, (4, 6, 32), np.float32))
-    f = lambda x, g: rms_norm(x, g, backward=mode)  # noqa: E731
+    f = lambda x, g: rms_norm(x, g, backward=mode)
     got = jax.vmap(lambda t: jax.jvp(f, (x, g), (t, g))[1])(ts)
     want = jax.vmap(lambda t: jax.jvp(rms_norm_jnp, (x, g), (t, g))[1])(ts)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-5)
     # And reverse mode through it (the batched tangent's transpose).
-    loss = lambda f: lambda x: jnp.sum(jax.vmap(lambda t: jax.jvp(lambda x: f(x, g), (x,), (t,))[1])(ts) ** 2)  # noqa: E731
-    np.testing.assert_allclose(np.asarray(jax.grad(loss(f))(x)), np.asarray(jax.grad(loss(rms_norm_jnp))(x)), rtol=1e-4, atol=1e-4)
+    loss = lambda f: lambda x: jnp.sum(jax.vmap(lambda t: jax.jvp(lambda x: f(x, g), (x,), (t,))[1])(ts) ** 2)
+    np.testing.assert_allclose(
+        np.asarray(jax.grad(loss(f))(x)), np.asarray(jax.grad(loss(rms_norm_jnp))(x)), rtol=1e-4, atol=1e-4
+    )

@@ -83,7 +83,9 @@ def test_row_sharded_mesh_gathers_nothing():
         assert r["all_gather"] == 0, (name, r)
         assert r["all_reduce"] >= 1, (name, r)  # dgamma's partials (and the loss)
         want = ["jax_lngb_rms_norm_forward"] + (
-            ["jax_lngb_rms_norm_backward"] if name.startswith("fused") else ["jax_lngb_rms_norm_grad", "jax_lngb_layer_norm_grad_beta"]
+            ["jax_lngb_rms_norm_backward"]
+            if name.startswith("fused")
+            else ["jax_lngb_rms_norm_grad", "jax_lngb_layer_norm_grad_beta"]
         )
         assert set(r["custom_calls"]) == set(want), (name, r)
         assert "data" in r["dx_sharding"], (name, r)

@@ -31,10 +31,16 @@ def _inputs() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(2024)
     n = lambda *s: rng.standard_normal(s).astype(np.float32)
     return {
-        "res": n(ROWS, H), "dy": n(ROWS, H), "dres": n(ROWS, H), "ddy": n(ROWS, H),
-        "res_g": n(2, ROWS, H), "dy_g": n(2, ROWS, H),
-        "x": n(ROWS, H) * 2 + 1, "w": n(ROWS, H),
-        "gamma": np.linspace(0.5, 1.5, H, dtype=np.float32), "beta": np.linspace(-1, 1, H, dtype=np.float32),
+        "res": n(ROWS, H),
+        "dy": n(ROWS, H),
+        "dres": n(ROWS, H),
+        "ddy": n(ROWS, H),
+        "res_g": n(2, ROWS, H),
+        "dy_g": n(2, ROWS, H),
+        "x": n(ROWS, H) * 2 + 1,
+        "w": n(ROWS, H),
+        "gamma": np.linspace(0.5, 1.5, H, dtype=np.float32),
+        "beta": np.linspace(-1, 1, H, dtype=np.float32),
     }
 
 
@@ -46,8 +52,14 @@ def child(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("shard_map")
     np.savez(work / "inputs.npz", **INPUTS)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run([sys.executable, str(CHILD), str(work)], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tempfile.gettempdir(),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((work / "results.json").read_text())
     assert results["device_count"] == 4
@@ -120,7 +132,8 @@ def test_partially_manual_shard_map_keeps_rows_local(child):
 def _layer_norm_reference():
     a = {k: jax.numpy.asarray(v) for k, v in INPUTS.items()}
     return jax.grad(shard_map_child.loss_local, argnums=(0, 1, 2))(
-        a["x"], a["gamma"], a["beta"], a["w"], jax_lngb.layer_norm_jnp)
+        a["x"], a["gamma"], a["beta"], a["w"], jax_lngb.layer_norm_jnp
+    )
 
 
 def _check_layer_norm(child, name):

@@ -89,8 +89,15 @@ CASES = [
     # LayerNormGradBeta itself, 1-D data mesh
     Case("gb_data_f32", "grad_beta", **M1, spec=("data",), shape=(32, 4, 64)),
     Case("gb_data_bf16", "grad_beta", **M1, spec=("data",), shape=(32, 4, 64), dtype="bfloat16"),
-    Case("gb_data_f16_out_f32", "grad_beta", **M1, spec=("data",), shape=(32, 4, 64), dtype="float16",
-         out_dtype="float32"),
+    Case(
+        "gb_data_f16_out_f32",
+        "grad_beta",
+        **M1,
+        spec=("data",),
+        shape=(32, 4, 64),
+        dtype="float16",
+        out_dtype="float32",
+    ),
     Case("gb_sequence_f32", "grad_beta", **M1, spec=(None, "data"), shape=(4, 32, 64)),
     Case("gb_data_gspmd", "grad_beta", **M1, spec=("data",), shape=(32, 4, 64), shardy=False),
     # 2-D data x model mesh
@@ -98,8 +105,14 @@ CASES = [
     Case("gb_2d_data_seq_bf16", "grad_beta", **M2, spec=("data", "model"), shape=(16, 4, 64), dtype="bfloat16"),
     Case("gb_2d_joint_f16", "grad_beta", **M2, spec=(("data", "model"),), shape=(64, 64), dtype="float16"),
     Case("gb_2d_h_sharded", "grad_beta", **M2, spec=("data", None, "model"), shape=(16, 4, 64), h_sharded=True),
-    Case("gb_3d_batch_and_sequence_bf16", "grad_beta", **M3, spec=(("data", "fsdp"), "sequence"), shape=(8, 8, 64),
-         dtype="bfloat16"),
+    Case(
+        "gb_3d_batch_and_sequence_bf16",
+        "grad_beta",
+        **M3,
+        spec=(("data", "fsdp"), "sequence"),
+        shape=(8, 8, 64),
+        dtype="bfloat16",
+    ),
     # vmap: the group axis is split like any other, but never reduced
     Case("gbv_2d_group_model_rows_data", "grad_beta_vmap", **M2, spec=("model", "data"), shape=(2, 32, 64)),
     Case("gbv_group_only", "grad_beta_vmap", **M1, spec=("data",), shape=(8, 16, 64), dtype="bfloat16"),
@@ -107,14 +120,28 @@ CASES = [
     Case("ln_step_data_f32", "layer_norm_step", **M1, spec=("data",), shape=(16, 8, 64)),
     Case("ln_step_data_bf16", "layer_norm_step", **M1, spec=("data",), shape=(16, 8, 64), dtype="bfloat16"),
     Case("ln_step_2d_data_seq", "layer_norm_step", **M2, spec=("data", "model"), shape=(8, 8, 64)),
-    Case("ln_step_2d_bf16_params", "layer_norm_step", **M2, spec=("data",), shape=(8, 8, 64), dtype="bfloat16",
-         param_dtype="bfloat16"),
-    Case("ln_step_3d", "layer_norm_step", **M3, spec=(("data", "fsdp"), "sequence"), shape=(4, 8, 64),
-         dtype="bfloat16"),
+    Case(
+        "ln_step_2d_bf16_params",
+        "layer_norm_step",
+        **M2,
+        spec=("data",),
+        shape=(8, 8, 64),
+        dtype="bfloat16",
+        param_dtype="bfloat16",
+    ),
+    Case(
+        "ln_step_3d", "layer_norm_step", **M3, spec=(("data", "fsdp"), "sequence"), shape=(4, 8, 64), dtype="bfloat16"
+    ),
     Case("ln_per_example", "layer_norm_per_example", **M1, spec=("data",), shape=(8, 16, 64)),
     # The partitioning helper on a fused-backward layout (row-wise dx + sums)
-    Case("fused_like_2d_bf16", "fused_backward_like", **M2, spec=("data", "model", None), shape=(8, 8, 64),
-         dtype="bfloat16"),
+    Case(
+        "fused_like_2d_bf16",
+        "fused_backward_like",
+        **M2,
+        spec=("data", "model", None),
+        shape=(8, 8, 64),
+        dtype="bfloat16",
+    ),
     Case("fused_like_1d_gspmd", "fused_backward_like", **M1, spec=("data", None), shape=(64, 64), shardy=False),
     # CANN LayerNormGrad (row-wise): its primitive comes with the fused-backward work.
     Case("lng_2d_data_seq", "layer_norm_grad", **M2, spec=("data", "model", None), shape=(8, 8, 64)),
@@ -161,8 +188,14 @@ def sharded(tmp_path_factory) -> dict:
         np.savez(work / f"{c.name}.in.npz", **make_inputs(c))
     (work / "cases.json").write_text(json.dumps([c.to_json() for c in cases]))
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}")
-    proc = subprocess.run([sys.executable, str(CHILD), str(work)], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tempfile.gettempdir(),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((work / "results.json").read_text())
     assert results["device_count"] == DEVICES

@@ -50,8 +50,9 @@ def test_flax_s_own_layer_norm_test_passes(reduction_axes, use_fast_variance):
     x = random.normal(key1, (2, 3, 4))
     if not use_fast_variance:
         x += 1e6
-    model = jf.LayerNorm(use_bias=False, use_scale=False, epsilon=e, reduction_axes=reduction_axes,
-                         use_fast_variance=use_fast_variance)
+    model = jf.LayerNorm(
+        use_bias=False, use_scale=False, epsilon=e, reduction_axes=reduction_axes, use_fast_variance=use_fast_variance
+    )
     y, _ = model.init_with_output(key2, x)
     assert x.dtype == y.dtype and x.shape == y.shape
     y_one_liner = (x - x.mean(axis=reduction_axes, keepdims=True)) * jax.lax.rsqrt(

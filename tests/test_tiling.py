@@ -356,7 +356,7 @@ def _plan(rows, h, **kw):
 
 
 def partials_ub(tile_rows, h, ts, stack, bn):
-    a32 = lambda v: -(-v // 32) * 32  # noqa: E731
+    a32 = lambda v: -(-v // 32) * 32
     total = 2 * bn * a32(tile_rows * h * ts) + a32(stack) + a32(2 * h * 4) + bn * a32(2 * h * 4)
     if ts == 2:
         total += 2 * a32(tile_rows * h * 4)
@@ -369,7 +369,7 @@ def partials_ub(tile_rows, h, ts, stack, bn):
 @pytest.mark.parametrize("ub", [16384, 196608])
 def test_plan_fits_the_unified_buffer_and_covers_the_rows(rows, h, ts, policy, ub):
     reuse_ok = ts == 4
-    for reuse in ([False, True] if reuse_ok else [False]):
+    for reuse in [False, True] if reuse_ok else [False]:
         try:
             p = _plan(rows, h, in_type_size=ts, ub_bytes=ub, tmp_buffer=policy, is_reuse_source=reuse)
         except ValueError as e:
@@ -382,7 +382,9 @@ def test_plan_fits_the_unified_buffer_and_covers_the_rows(rows, h, ts, policy, u
         # the largest tile that fits (or all rows)
         if p.tile_rows < rows:
             bigger = p.tile_rows + 1
-            stack = {"min": 8 * h, "max": 8 * bigger * h}.get(policy, 8 * h if api_reuse else max(8 * h, 4 * bigger * h))
+            stack = {"min": 8 * h, "max": 8 * bigger * h}.get(
+                policy, 8 * h if api_reuse else max(8 * h, 4 * bigger * h)
+            )
             assert partials_ub(bigger, h, ts, stack, p.buffer_num) > ub
         assert p.num_tiles == -(-rows // p.tile_rows)
         assert (p.num_tiles - 1) * p.tile_rows + p.last_tile_rows == rows
@@ -405,12 +407,22 @@ def test_plan_split_does_not_depend_on_the_core_count():
     base = _plan(50000, 768, in_type_size=2, num_cores=1)
     for cores in (2, 3, 8, 20, 48, 1000):
         p = _plan(50000, 768, in_type_size=2, num_cores=cores)
-        for f in ("tile_rows", "num_tiles", "tiles_per_group", "num_groups", "api_tile", "api_last", "stack_buffer_bytes"):
+        for f in (
+            "tile_rows",
+            "num_tiles",
+            "tiles_per_group",
+            "num_groups",
+            "api_tile",
+            "api_last",
+            "stack_buffer_bytes",
+        ):
             assert getattr(p, f) == getattr(base, f), f
         assert p.block_dim == min(cores, p.num_groups)
         # combine: aligned column ranges covering H
         assert p.combine_cols_per_core % 16 == 0
-        assert (p.combine_block_dim - 1) * p.combine_cols_per_core < 768 <= p.combine_block_dim * p.combine_cols_per_core
+        assert (
+            (p.combine_block_dim - 1) * p.combine_cols_per_core < 768 <= p.combine_block_dim * p.combine_cols_per_core
+        )
 
 
 def test_plan_single_buffers_rows_too_wide_for_double_buffering():

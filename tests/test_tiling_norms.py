@@ -317,7 +317,13 @@ def test_rms_norm_tmp_size_rule(shape, oh, ts, basic):
 
 @pytest.mark.parametrize(
     "shape, oh, ts, basic",
-    [(sh, oh, ts, basic) for sh, oh in RMS_SHAPES for ts in (2, 4) for basic in (False, True) if rms_valid(sh, ts, basic)],
+    [
+        (sh, oh, ts, basic)
+        for sh, oh in RMS_SHAPES
+        for ts in (2, 4)
+        for basic in (False, True)
+        if rms_valid(sh, ts, basic)
+    ],
 )
 def test_rms_norm_tiling_matches_cann_host_code(shape, oh, ts, basic):
     b, s, h = shape
@@ -378,13 +384,19 @@ def test_rms_norm_tiling_properties(b, s, h16, cut, ts, basic, extra):
         (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (2, 16, 65), 4096, 4), "original_shape must have"),
         (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (1, 16, 64), 4096, 4), "original_shape must have"),
         (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (2, 8, 64), 4096, 4), "original_shape must have"),
-        (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (2, 16, 0), 4096, 4), "every dimension of original_shape"),
+        (
+            lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (2, 16, 0), 4096, 4),
+            "every dimension of original_shape",
+        ),
         (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64, 64), None, 4096, 4), r"must be \(B, S, H\)"),
         (lambda: tiling.get_rms_norm_tiling_info((2, 16, 64), (2, 16), 4096, 4), r"original_shape must be \(B, S, H\)"),
         (lambda: tiling.get_rms_norm_tiling_info((1, 16, 96), None, 1 << 20, 4, True), "H to be a multiple of 64"),
         (lambda: tiling.get_rms_norm_tiling_info((1, 8, 2048), None, 1 << 20, 4, True), "below 2048"),
         (lambda: tiling.get_rms_norm_tiling_info((1, 12, 64), None, 1 << 20, 4, True), "B\\*S to be a multiple of 8"),
-        (lambda: tiling.get_rms_norm_max_min_tmp_size((3, 5, 64), 2, True), "B\\*S to be a multiple of 8; got B\\*S = 15"),
+        (
+            lambda: tiling.get_rms_norm_max_min_tmp_size((3, 5, 64), 2, True),
+            "B\\*S to be a multiple of 8; got B\\*S = 15",
+        ),
         (lambda: tiling.get_rms_norm_max_min_tmp_size((1, 8, 100), 2, True), "got H = 100"),
         (lambda: tiling.get_rms_norm_max_min_tmp_size((8, 64), 2), r"shape must be \(B, S, H\)"),
         (lambda: tiling.get_rms_norm_max_min_tmp_size((0, 8, 64), 2), "every dimension"),

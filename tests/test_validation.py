@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import enable_x64
+
 from jax_lngb import (
     layer_norm,
     layer_norm_backward_p,
@@ -74,7 +74,9 @@ def norm(x, gamma, beta, exc, pattern, **kw) -> Bad:
 
 def bind_grad_beta(res, dy, exc, pattern, **params) -> Bad:
     params = {"out_dtype": np.dtype(F32), "batch_dims": 0, **params}
-    return Bad(lambda r, d: layer_norm_grad_beta_p.bind(r, d, **params), (res, dy), exc, pattern, {}, "layer_norm_grad_beta")
+    return Bad(
+        lambda r, d: layer_norm_grad_beta_p.bind(r, d, **params), (res, dy), exc, pattern, {}, "layer_norm_grad_beta"
+    )
 
 
 def ln_grad(dy, x, variance, mean, gamma, exc, pattern, **kw) -> Bad:
@@ -109,31 +111,73 @@ STAT = s((4,))  # one value per row of X
 
 CASES: dict[str, Bad] = {
     # --- layer_norm_grad_beta: rank, shapes, dtypes, out_dtype
-    "grad_beta/rank0": grad_beta(s(()), s(()), ValueError, r"res_for_gamma must have rank >= 1.*got shape \(\) of rank 0"),
-    "grad_beta/rank0-dy": grad_beta(s((H,)), s(()), ValueError, r"dy must have the shape of res_for_gamma \(8,\); got \(\)"),
-    "grad_beta/shape-H": grad_beta(X, s((4, 9)), ValueError, r"dy must have the shape of res_for_gamma \(4, 8\); got \(4, 9\)"),
+    "grad_beta/rank0": grad_beta(
+        s(()), s(()), ValueError, r"res_for_gamma must have rank >= 1.*got shape \(\) of rank 0"
+    ),
+    "grad_beta/rank0-dy": grad_beta(
+        s((H,)), s(()), ValueError, r"dy must have the shape of res_for_gamma \(8,\); got \(\)"
+    ),
+    "grad_beta/shape-H": grad_beta(
+        X, s((4, 9)), ValueError, r"dy must have the shape of res_for_gamma \(4, 8\); got \(4, 9\)"
+    ),
     "grad_beta/shape-rank": grad_beta(X, s((H,)), ValueError, r"dy must have the shape.*got \(8,\)"),
     "grad_beta/shape-rows": grad_beta(s((2, 3, H)), s((3, 2, H)), ValueError, r"got \(3, 2, 8\)"),
-    "grad_beta/mixed-f32-bf16": grad_beta(X, s((4, H), BF16), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got bfloat16"),
-    "grad_beta/mixed-f16-f32": grad_beta(s((4, H), F16), X, TypeError, r"dy must have the dtype of res_for_gamma \(float16\); got float32"),
-    "grad_beta/mixed-f32-int": grad_beta(X, s((4, H), jnp.int32), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got int32"),
-    "grad_beta/int32": grad_beta(s((4, H), jnp.int32), s((4, H), jnp.int32), TypeError, r"res_for_gamma must have dtype float32, float16, bfloat16; got int32"),
-    "grad_beta/uint8": grad_beta(s((4, H), jnp.uint8), s((4, H), jnp.uint8), TypeError, r"res_for_gamma must have dtype.*got uint8"),
-    "grad_beta/bool": grad_beta(s((4, H), bool), s((4, H), bool), TypeError, r"res_for_gamma must have dtype.*got bool"),
+    "grad_beta/mixed-f32-bf16": grad_beta(
+        X, s((4, H), BF16), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got bfloat16"
+    ),
+    "grad_beta/mixed-f16-f32": grad_beta(
+        s((4, H), F16), X, TypeError, r"dy must have the dtype of res_for_gamma \(float16\); got float32"
+    ),
+    "grad_beta/mixed-f32-int": grad_beta(
+        X, s((4, H), jnp.int32), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got int32"
+    ),
+    "grad_beta/int32": grad_beta(
+        s((4, H), jnp.int32),
+        s((4, H), jnp.int32),
+        TypeError,
+        r"res_for_gamma must have dtype float32, float16, bfloat16; got int32",
+    ),
+    "grad_beta/uint8": grad_beta(
+        s((4, H), jnp.uint8), s((4, H), jnp.uint8), TypeError, r"res_for_gamma must have dtype.*got uint8"
+    ),
+    "grad_beta/bool": grad_beta(
+        s((4, H), bool), s((4, H), bool), TypeError, r"res_for_gamma must have dtype.*got bool"
+    ),
     "grad_beta/complex": grad_beta(s((4, H), jnp.complex64), s((4, H), jnp.complex64), TypeError, r"got complex64"),
-    "grad_beta/float8": grad_beta(s((4, H), jnp.float8_e4m3fn), s((4, H), jnp.float8_e4m3fn), TypeError, r"res_for_gamma must have dtype.*got float8_e4m3fn"),
-    "grad_beta/prng-key-res": grad_beta(s((4, H), KEY), X, TypeError, r"res_for_gamma must be a floating dtype.*got key<fry>"),
-    "grad_beta/prng-key-dy": grad_beta(X, s((4, H), KEY), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got key<fry>"),
-    "grad_beta/out-int32": grad_beta(X, X, TypeError, r"out_dtype must have dtype float32, float16, bfloat16; got int32", out_dtype=jnp.int32),
+    "grad_beta/float8": grad_beta(
+        s((4, H), jnp.float8_e4m3fn),
+        s((4, H), jnp.float8_e4m3fn),
+        TypeError,
+        r"res_for_gamma must have dtype.*got float8_e4m3fn",
+    ),
+    "grad_beta/prng-key-res": grad_beta(
+        s((4, H), KEY), X, TypeError, r"res_for_gamma must be a floating dtype.*got key<fry>"
+    ),
+    "grad_beta/prng-key-dy": grad_beta(
+        X, s((4, H), KEY), TypeError, r"dy must have the dtype of res_for_gamma \(float32\); got key<fry>"
+    ),
+    "grad_beta/out-int32": grad_beta(
+        X, X, TypeError, r"out_dtype must have dtype float32, float16, bfloat16; got int32", out_dtype=jnp.int32
+    ),
     "grad_beta/out-bool": grad_beta(X, X, TypeError, r"out_dtype must have dtype.*got bool", out_dtype=bool),
     "grad_beta/out-complex": grad_beta(X, X, TypeError, r"out_dtype must.*got complex64", out_dtype=jnp.complex64),
     "grad_beta/out-float8": grad_beta(X, X, TypeError, r"out_dtype must.*got float8_e5m2", out_dtype=jnp.float8_e5m2),
-    "grad_beta/out-string": grad_beta(X, X, TypeError, r"out_dtype must be a floating dtype.*got 'not-a-dtype'", out_dtype="not-a-dtype"),
-    "grad_beta/out-float0": grad_beta(X, X, TypeError, r"out_dtype must have dtype.*got float0", out_dtype=jax.dtypes.float0),
-    "grad_beta/out-prng-key": grad_beta(X, X, TypeError, r"out_dtype must be a floating dtype.*got key<fry>", out_dtype=KEY),
+    "grad_beta/out-string": grad_beta(
+        X, X, TypeError, r"out_dtype must be a floating dtype.*got 'not-a-dtype'", out_dtype="not-a-dtype"
+    ),
+    "grad_beta/out-float0": grad_beta(
+        X, X, TypeError, r"out_dtype must have dtype.*got float0", out_dtype=jax.dtypes.float0
+    ),
+    "grad_beta/out-prng-key": grad_beta(
+        X, X, TypeError, r"out_dtype must be a floating dtype.*got key<fry>", out_dtype=KEY
+    ),
     # --- the primitive bound directly
-    "grad_beta_p/batch-dims-too-many": bind_grad_beta(s((H,)), s((H,)), ValueError, r"res_for_gamma must have rank >= 3", batch_dims=2),
-    "grad_beta_p/out-int": bind_grad_beta(X, X, TypeError, r"out_dtype must have dtype.*got int32", out_dtype=np.dtype(jnp.int32)),
+    "grad_beta_p/batch-dims-too-many": bind_grad_beta(
+        s((H,)), s((H,)), ValueError, r"res_for_gamma must have rank >= 3", batch_dims=2
+    ),
+    "grad_beta_p/out-int": bind_grad_beta(
+        X, X, TypeError, r"out_dtype must have dtype.*got int32", out_dtype=np.dtype(jnp.int32)
+    ),
     "grad_beta_p/mixed": bind_grad_beta(X, s((4, H), F16), TypeError, r"dy must have the dtype of res_for_gamma"),
     # --- layer_norm: rank, gamma/beta shapes and dtypes, epsilon
     "norm/rank0": norm(s(()), GAMMA, BETA, ValueError, r"x must have rank >= 1.*got shape \(\) of rank 0"),
@@ -142,117 +186,350 @@ CASES: dict[str, Bad] = {
     "norm/gamma-like-x": norm(X, s((4, H)), BETA, ValueError, r"gamma must have shape \(8,\)"),
     "norm/gamma-scalar": norm(X, s(()), BETA, ValueError, r"gamma must have shape \(8,\).*got \(\)"),
     "norm/x-int": norm(s((4, H), jnp.int32), GAMMA, BETA, TypeError, r"x must have dtype.*got int32"),
-    "norm/x-float8": norm(s((4, H), jnp.float8_e4m3fn), GAMMA, BETA, TypeError, r"x must have dtype.*got float8_e4m3fn"),
+    "norm/x-float8": norm(
+        s((4, H), jnp.float8_e4m3fn), GAMMA, BETA, TypeError, r"x must have dtype.*got float8_e4m3fn"
+    ),
     "norm/gamma-int": norm(X, s((H,), jnp.int32), BETA, TypeError, r"gamma must have dtype.*got int32"),
     "norm/beta-bool": norm(X, GAMMA, s((H,), bool), TypeError, r"beta must have dtype.*got bool"),
     "norm/beta-prng-key": norm(X, GAMMA, s((H,), KEY), TypeError, r"beta must be a floating dtype.*got key<fry>"),
-    "norm/eps-negative": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got -1e-05", epsilon=-1e-5),
+    "norm/eps-negative": norm(
+        X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got -1e-05", epsilon=-1e-5
+    ),
     "norm/eps-nan": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*nan", epsilon=float("nan")),
     "norm/eps-inf": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*inf", epsilon=float("inf")),
     "norm/eps-neg-inf": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*-inf", epsilon=-math.inf),
     "norm/eps-np-nan": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*nan", epsilon=np.float32("nan")),
-    "norm/eps-f32-overflow": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite in float32.*got 1e\+39", epsilon=1e39),
-    "norm/eps-huge-int": norm(X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got an int of \d+ bits", epsilon=10**400),
-    "norm/eps-vector": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*shape \(2,\)", epsilon=np.ones(2)),
-    "norm/eps-1-vector": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*shape \(1,\)", epsilon=np.ones(1)),
+    "norm/eps-f32-overflow": norm(
+        X, GAMMA, BETA, ValueError, r"epsilon must be finite in float32.*got 1e\+39", epsilon=1e39
+    ),
+    "norm/eps-huge-int": norm(
+        X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got an int of \d+ bits", epsilon=10**400
+    ),
+    "norm/eps-vector": norm(
+        X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*shape \(2,\)", epsilon=np.ones(2)
+    ),
+    "norm/eps-1-vector": norm(
+        X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*shape \(1,\)", epsilon=np.ones(1)
+    ),
     "norm/eps-string": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"),
     "norm/eps-bool": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*bool", epsilon=True),
     "norm/eps-none": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
     "norm/eps-complex": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*complex", epsilon=1e-5 + 1j),
-    "norm/eps-np-complex": norm(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*complex", epsilon=np.complex64(1)),
-    "norm/backward-unknown": norm(X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'fast'", backward="fast"),
+    "norm/eps-np-complex": norm(
+        X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*complex", epsilon=np.complex64(1)
+    ),
+    "norm/backward-unknown": norm(
+        X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'fast'", backward="fast"
+    ),
     "norm/backward-case": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got 'Fused'", backward="Fused"),
     "norm/backward-none": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got None", backward=None),
     "norm/backward-bool": norm(X, GAMMA, BETA, ValueError, r"backward must be one of.*got True", backward=True),
     # --- layer_norm_grad: rank, dy vs x, statistics, gamma, dtypes, epsilon
-    "grad/rank0": ln_grad(s(()), s(()), s(()), s(()), s(()), ValueError, r"x must have rank >= 1.*got shape \(\) of rank 0"),
-    "grad/rank0-dy": ln_grad(s(()), s((H,)), s(()), s(()), GAMMA, ValueError, r"dy must have the shape of x \(8,\); got \(\)"),
-    "grad/dy-H": ln_grad(s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"),
-    "grad/dy-rows": ln_grad(s((3, 2, H)), s((2, 3, H)), s((2, 3)), s((2, 3)), GAMMA, ValueError, r"dy must have the shape of x \(2, 3, 8\); got \(3, 2, 8\)"),
-    "grad/dy-rank": ln_grad(s((1, 4, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(1, 4, 8\)"),
-    "grad/dy-bf16": ln_grad(s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"),
-    "grad/dy-f32-x-f16": ln_grad(X, s((4, H), F16), STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float16\); got float32"),
-    "grad/dy-int": ln_grad(s((4, H), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got int32"),
-    "grad/dy-prng-key": ln_grad(s((4, H), KEY), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got key<fry>"),
-    "grad/x-int": ln_grad(s((4, H), jnp.int32), s((4, H), jnp.int32), STAT, STAT, GAMMA, TypeError, r"x must have dtype float32, float16, bfloat16; got int32"),
-    "grad/x-bool": ln_grad(s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"),
-    "grad/x-complex": ln_grad(s((4, H), jnp.complex64), s((4, H), jnp.complex64), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got complex64"),
-    "grad/x-float8": ln_grad(s((4, H), jnp.float8_e5m2), s((4, H), jnp.float8_e5m2), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got float8_e5m2"),
-    "grad/x-prng-key": ln_grad(s((4, H), KEY), s((4, H), KEY), STAT, STAT, GAMMA, TypeError, r"x must be a floating dtype.*got key<fry>"),
-    "grad/variance-keepdims": ln_grad(X, X, s((4, 1)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\) \(x\.shape\[:-1\], one value per row\); got \(4, 1\)"),
+    "grad/rank0": ln_grad(
+        s(()), s(()), s(()), s(()), s(()), ValueError, r"x must have rank >= 1.*got shape \(\) of rank 0"
+    ),
+    "grad/rank0-dy": ln_grad(
+        s(()), s((H,)), s(()), s(()), GAMMA, ValueError, r"dy must have the shape of x \(8,\); got \(\)"
+    ),
+    "grad/dy-H": ln_grad(
+        s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"
+    ),
+    "grad/dy-rows": ln_grad(
+        s((3, 2, H)),
+        s((2, 3, H)),
+        s((2, 3)),
+        s((2, 3)),
+        GAMMA,
+        ValueError,
+        r"dy must have the shape of x \(2, 3, 8\); got \(3, 2, 8\)",
+    ),
+    "grad/dy-rank": ln_grad(
+        s((1, 4, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(1, 4, 8\)"
+    ),
+    "grad/dy-bf16": ln_grad(
+        s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"
+    ),
+    "grad/dy-f32-x-f16": ln_grad(
+        X, s((4, H), F16), STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float16\); got float32"
+    ),
+    "grad/dy-int": ln_grad(
+        s((4, H), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got int32"
+    ),
+    "grad/dy-prng-key": ln_grad(
+        s((4, H), KEY), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got key<fry>"
+    ),
+    "grad/x-int": ln_grad(
+        s((4, H), jnp.int32),
+        s((4, H), jnp.int32),
+        STAT,
+        STAT,
+        GAMMA,
+        TypeError,
+        r"x must have dtype float32, float16, bfloat16; got int32",
+    ),
+    "grad/x-bool": ln_grad(
+        s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"
+    ),
+    "grad/x-complex": ln_grad(
+        s((4, H), jnp.complex64),
+        s((4, H), jnp.complex64),
+        STAT,
+        STAT,
+        GAMMA,
+        TypeError,
+        r"x must have dtype.*got complex64",
+    ),
+    "grad/x-float8": ln_grad(
+        s((4, H), jnp.float8_e5m2),
+        s((4, H), jnp.float8_e5m2),
+        STAT,
+        STAT,
+        GAMMA,
+        TypeError,
+        r"x must have dtype.*got float8_e5m2",
+    ),
+    "grad/x-prng-key": ln_grad(
+        s((4, H), KEY), s((4, H), KEY), STAT, STAT, GAMMA, TypeError, r"x must be a floating dtype.*got key<fry>"
+    ),
+    "grad/variance-keepdims": ln_grad(
+        X,
+        X,
+        s((4, 1)),
+        STAT,
+        GAMMA,
+        ValueError,
+        r"variance must have shape \(4,\) \(x\.shape\[:-1\], one value per row\); got \(4, 1\)",
+    ),
     "grad/variance-like-x": ln_grad(X, X, X, STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 8\)"),
     "grad/variance-scalar": ln_grad(X, X, s(()), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(\)"),
-    "grad/variance-rank1-x": ln_grad(s((H,)), s((H,)), s((1,)), s(()), GAMMA, ValueError, r"variance must have shape \(\) \(x\.shape\[:-1\].*got \(1,\)"),
+    "grad/variance-rank1-x": ln_grad(
+        s((H,)),
+        s((H,)),
+        s((1,)),
+        s(()),
+        GAMMA,
+        ValueError,
+        r"variance must have shape \(\) \(x\.shape\[:-1\].*got \(1,\)",
+    ),
     "grad/mean-rows": ln_grad(X, X, STAT, s((5,)), GAMMA, ValueError, r"mean must have shape \(4,\).*got \(5,\)"),
-    "grad/mean-transposed": ln_grad(s((2, 3, H)), s((2, 3, H)), s((2, 3)), s((3, 2)), GAMMA, ValueError, r"mean must have shape \(2, 3\).*got \(3, 2\)"),
-    "grad/variance-int": ln_grad(X, X, s((4,), jnp.int32), STAT, GAMMA, TypeError, r"variance must have dtype float32, float16, bfloat16; got int32"),
+    "grad/mean-transposed": ln_grad(
+        s((2, 3, H)),
+        s((2, 3, H)),
+        s((2, 3)),
+        s((3, 2)),
+        GAMMA,
+        ValueError,
+        r"mean must have shape \(2, 3\).*got \(3, 2\)",
+    ),
+    "grad/variance-int": ln_grad(
+        X,
+        X,
+        s((4,), jnp.int32),
+        STAT,
+        GAMMA,
+        TypeError,
+        r"variance must have dtype float32, float16, bfloat16; got int32",
+    ),
     "grad/mean-bool": ln_grad(X, X, STAT, s((4,), bool), GAMMA, TypeError, r"mean must have dtype.*got bool"),
-    "grad/mean-prng-key": ln_grad(X, X, STAT, s((4,), KEY), GAMMA, TypeError, r"mean must be a floating dtype.*got key<fry>"),
-    "grad/gamma-H": ln_grad(X, X, STAT, STAT, s((H + 1,)), ValueError, r"gamma must have shape \(8,\) \(\[H\], H = x\.shape\[-1\]\); got \(9,\)"),
+    "grad/mean-prng-key": ln_grad(
+        X, X, STAT, s((4,), KEY), GAMMA, TypeError, r"mean must be a floating dtype.*got key<fry>"
+    ),
+    "grad/gamma-H": ln_grad(
+        X,
+        X,
+        STAT,
+        STAT,
+        s((H + 1,)),
+        ValueError,
+        r"gamma must have shape \(8,\) \(\[H\], H = x\.shape\[-1\]\); got \(9,\)",
+    ),
     "grad/gamma-2d": ln_grad(X, X, STAT, STAT, s((1, H)), ValueError, r"gamma must have shape \(8,\).*got \(1, 8\)"),
     "grad/gamma-like-x": ln_grad(X, X, STAT, STAT, X, ValueError, r"gamma must have shape \(8,\).*got \(4, 8\)"),
     "grad/gamma-scalar": ln_grad(X, X, STAT, STAT, s(()), ValueError, r"gamma must have shape \(8,\).*got \(\)"),
     "grad/gamma-int": ln_grad(X, X, STAT, STAT, s((H,), jnp.int32), TypeError, r"gamma must have dtype.*got int32"),
-    "grad/gamma-float8": ln_grad(X, X, STAT, STAT, s((H,), jnp.float8_e4m3fn), TypeError, r"gamma must have dtype.*got float8_e4m3fn"),
-    "grad/eps-negative": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -0.5", epsilon=-0.5),
+    "grad/gamma-float8": ln_grad(
+        X, X, STAT, STAT, s((H,), jnp.float8_e4m3fn), TypeError, r"gamma must have dtype.*got float8_e4m3fn"
+    ),
+    "grad/eps-negative": ln_grad(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -0.5", epsilon=-0.5
+    ),
     "grad/eps-nan": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
     "grad/eps-inf": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
-    "grad/eps-f32-overflow": ln_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32.*got 3.5e\+38", epsilon=3.5e38),
-    "grad/eps-vector": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*shape \(4,\)", epsilon=np.zeros(4)),
-    "grad/eps-string": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"),
-    "grad/eps-none": ln_grad(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
+    "grad/eps-f32-overflow": ln_grad(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32.*got 3.5e\+38", epsilon=3.5e38
+    ),
+    "grad/eps-vector": ln_grad(
+        X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*shape \(4,\)", epsilon=np.zeros(4)
+    ),
+    "grad/eps-string": ln_grad(
+        X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"
+    ),
+    "grad/eps-none": ln_grad(
+        X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None
+    ),
     # --- the LayerNorm primitives bound directly: what their public
     # functions check (those never run here), and their own parameters
     "forward_p/rank0": bind_forward(s(()), GAMMA, BETA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
     "forward_p/x-int": bind_forward(s((4, H), jnp.int32), GAMMA, BETA, TypeError, r"x must have dtype.*got int32"),
     "forward_p/gamma-H": bind_forward(X, s((H - 1,)), BETA, ValueError, r"gamma must have shape \(8,\).*got \(7,\)"),
     "forward_p/beta-int": bind_forward(X, GAMMA, s((H,), jnp.int8), TypeError, r"beta must have dtype.*got int8"),
-    "forward_p/group-gamma-missing": bind_forward(s((3, 4, H)), GAMMA, s((3, H)), ValueError, r"gamma must have shape \(3, 8\) \(\[H\], H = x\.shape\[-1\], one per vmapped group\); got \(8,\)", batch_dims=1),
-    "forward_p/batch-dims-too-many": bind_forward(s((H,)), GAMMA, BETA, ValueError, r"x must have rank >= 2", batch_dims=1),
-    "forward_p/batch-dims-negative": bind_forward(X, GAMMA, BETA, ValueError, r"batch_dims must be >= 0; got -1", batch_dims=-1),
-    "forward_p/eps-negative": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got -1.0", epsilon=-1.0),
+    "forward_p/group-gamma-missing": bind_forward(
+        s((3, 4, H)),
+        GAMMA,
+        s((3, H)),
+        ValueError,
+        r"gamma must have shape \(3, 8\) \(\[H\], H = x\.shape\[-1\], one per vmapped group\); got \(8,\)",
+        batch_dims=1,
+    ),
+    "forward_p/batch-dims-too-many": bind_forward(
+        s((H,)), GAMMA, BETA, ValueError, r"x must have rank >= 2", batch_dims=1
+    ),
+    "forward_p/batch-dims-negative": bind_forward(
+        X, GAMMA, BETA, ValueError, r"batch_dims must be >= 0; got -1", batch_dims=-1
+    ),
+    "forward_p/eps-negative": bind_forward(
+        X, GAMMA, BETA, ValueError, r"epsilon must be finite and >= 0; got -1.0", epsilon=-1.0
+    ),
     "forward_p/eps-nan": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
     "forward_p/eps-inf": bind_forward(X, GAMMA, BETA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
-    "forward_p/eps-string": bind_forward(X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"),
-    "forward_p/backward-unknown": bind_forward(X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'both'", backward="both"),
-    "forward_p/backward-none": bind_forward(X, GAMMA, BETA, ValueError, r"backward must be one of.*got None", backward=None),
+    "forward_p/eps-string": bind_forward(
+        X, GAMMA, BETA, TypeError, r"epsilon must be a real scalar.*str", epsilon="1e-5"
+    ),
+    "forward_p/backward-unknown": bind_forward(
+        X, GAMMA, BETA, ValueError, r"backward must be one of 'fused', 'chained'; got 'both'", backward="both"
+    ),
+    "forward_p/backward-none": bind_forward(
+        X, GAMMA, BETA, ValueError, r"backward must be one of.*got None", backward=None
+    ),
     "grad_p/rank0": bind_grad(s(()), s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
-    "grad_p/dy-shape": bind_grad(s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"),
-    "grad_p/dy-dtype": bind_grad(s((4, H), F16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got float16"),
-    "grad_p/variance-shape": bind_grad(X, X, s((4, 1)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 1\)"),
+    "grad_p/dy-shape": bind_grad(
+        s((4, 9)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(4, 9\)"
+    ),
+    "grad_p/dy-dtype": bind_grad(
+        s((4, H), F16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got float16"
+    ),
+    "grad_p/variance-shape": bind_grad(
+        X, X, s((4, 1)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 1\)"
+    ),
     "grad_p/mean-int": bind_grad(X, X, STAT, s((4,), jnp.int32), GAMMA, TypeError, r"mean must have dtype.*got int32"),
-    "grad_p/group-gamma-wrong": bind_grad(s((3, 4, H)), s((3, 4, H)), s((3, 4)), s((3, 4)), s((4, H)), ValueError, r"gamma must have shape \(3, 8\).*one per vmapped group.*got \(4, 8\)", batch_dims=1),
-    "grad_p/batch-dims-float": bind_grad(X, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got float 0.5", batch_dims=0.5),
-    "grad_p/eps-negative": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -1e-05", epsilon=-1e-5),
+    "grad_p/group-gamma-wrong": bind_grad(
+        s((3, 4, H)),
+        s((3, 4, H)),
+        s((3, 4)),
+        s((3, 4)),
+        s((4, H)),
+        ValueError,
+        r"gamma must have shape \(3, 8\).*one per vmapped group.*got \(4, 8\)",
+        batch_dims=1,
+    ),
+    "grad_p/batch-dims-float": bind_grad(
+        X, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got float 0.5", batch_dims=0.5
+    ),
+    "grad_p/eps-negative": bind_grad(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -1e-05", epsilon=-1e-5
+    ),
     "grad_p/eps-nan": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
-    "grad_p/eps-f32-overflow": bind_grad(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32", epsilon=1e300),
-    "backward_p/rank0": bind_backward(s(()), s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
-    "backward_p/dy-shape": bind_backward(s((5, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(5, 8\)"),
-    "backward_p/dy-dtype": bind_backward(s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"),
-    "backward_p/x-bool": bind_backward(s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"),
-    "backward_p/variance-shape": bind_backward(X, X, s((H,)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(8,\)"),
-    "backward_p/mean-shape": bind_backward(X, X, STAT, s((4, 1)), GAMMA, ValueError, r"mean must have shape \(4,\).*got \(4, 1\)"),
-    "backward_p/gamma-H": bind_backward(X, X, STAT, STAT, s((H + 1,)), ValueError, r"gamma must have shape \(8,\).*got \(9,\)"),
-    "backward_p/gamma-int": bind_backward(X, X, STAT, STAT, s((H,), jnp.int32), TypeError, r"gamma must have dtype.*got int32"),
-    "backward_p/out-int": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got int32", out_dtype=np.dtype(jnp.int32)),
-    "backward_p/out-float0": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got float0", out_dtype=jax.dtypes.float0),
-    "backward_p/batch-dims-too-many": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"x must have rank >= 3", batch_dims=2),
-    "backward_p/eps-negative": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -2.0", epsilon=-2.0),
-    "backward_p/eps-inf": bind_backward(X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf),
-    "backward_p/eps-none": bind_backward(X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None),
-    "tangent_p/rank0": bind_tangent(s(()), GAMMA, BETA, s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"),
-    "tangent_p/x-int": bind_tangent(X, GAMMA, BETA, s((4, H), jnp.int32), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got int32"),
-    "tangent_p/t_x-shape": bind_tangent(s((4, 9)), GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"t_x must have the shape of x \(4, 8\); got \(4, 9\)"),
-    "tangent_p/t_x-dtype": bind_tangent(s((4, H), F16), GAMMA, BETA, X, STAT, STAT, GAMMA, TypeError, r"t_x must have the dtype of x \(float32\); got float16"),
-    "tangent_p/t_gamma-shape": bind_tangent(X, s((1, H)), BETA, X, STAT, STAT, GAMMA, ValueError, r"t_gamma must have shape \(8,\).*got \(1, 8\)"),
-    "tangent_p/t_beta-int": bind_tangent(X, GAMMA, s((H,), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"t_beta must have dtype.*got int32"),
-    "tangent_p/gamma-shape": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, s((H - 1,)), ValueError, r"gamma must have shape \(8,\).*got \(7,\)"),
-    "tangent_p/variance-shape": bind_tangent(X, GAMMA, BETA, X, X, STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 8\)"),
-    "tangent_p/mean-bool": bind_tangent(X, GAMMA, BETA, X, STAT, s((4,), bool), GAMMA, TypeError, r"mean must have dtype.*got bool"),
-    "tangent_p/batch-dims-bool": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got bool", batch_dims=True),
-    "tangent_p/eps-nan": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan),
-    "tangent_p/eps-negative": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0", epsilon=-1e-5),
-    "tangent_p/backward-unknown": bind_tangent(X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"backward must be one of 'fused', 'chained'; got 'unfused'", backward="unfused"),
+    "grad_p/eps-f32-overflow": bind_grad(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite in float32", epsilon=1e300
+    ),
+    "backward_p/rank0": bind_backward(
+        s(()), s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"
+    ),
+    "backward_p/dy-shape": bind_backward(
+        s((5, H)), X, STAT, STAT, GAMMA, ValueError, r"dy must have the shape of x \(4, 8\); got \(5, 8\)"
+    ),
+    "backward_p/dy-dtype": bind_backward(
+        s((4, H), BF16), X, STAT, STAT, GAMMA, TypeError, r"dy must have the dtype of x \(float32\); got bfloat16"
+    ),
+    "backward_p/x-bool": bind_backward(
+        s((4, H), bool), s((4, H), bool), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got bool"
+    ),
+    "backward_p/variance-shape": bind_backward(
+        X, X, s((H,)), STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(8,\)"
+    ),
+    "backward_p/mean-shape": bind_backward(
+        X, X, STAT, s((4, 1)), GAMMA, ValueError, r"mean must have shape \(4,\).*got \(4, 1\)"
+    ),
+    "backward_p/gamma-H": bind_backward(
+        X, X, STAT, STAT, s((H + 1,)), ValueError, r"gamma must have shape \(8,\).*got \(9,\)"
+    ),
+    "backward_p/gamma-int": bind_backward(
+        X, X, STAT, STAT, s((H,), jnp.int32), TypeError, r"gamma must have dtype.*got int32"
+    ),
+    "backward_p/out-int": bind_backward(
+        X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got int32", out_dtype=np.dtype(jnp.int32)
+    ),
+    "backward_p/out-float0": bind_backward(
+        X, X, STAT, STAT, GAMMA, TypeError, r"out_dtype must have dtype.*got float0", out_dtype=jax.dtypes.float0
+    ),
+    "backward_p/batch-dims-too-many": bind_backward(
+        X, X, STAT, STAT, GAMMA, ValueError, r"x must have rank >= 3", batch_dims=2
+    ),
+    "backward_p/eps-negative": bind_backward(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0; got -2.0", epsilon=-2.0
+    ),
+    "backward_p/eps-inf": bind_backward(
+        X, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*inf", epsilon=math.inf
+    ),
+    "backward_p/eps-none": bind_backward(
+        X, X, STAT, STAT, GAMMA, TypeError, r"epsilon must be a real scalar.*NoneType", epsilon=None
+    ),
+    "tangent_p/rank0": bind_tangent(
+        s(()), GAMMA, BETA, s(()), s(()), s(()), GAMMA, ValueError, r"x must have rank >= 1.*got shape \(\)"
+    ),
+    "tangent_p/x-int": bind_tangent(
+        X, GAMMA, BETA, s((4, H), jnp.int32), STAT, STAT, GAMMA, TypeError, r"x must have dtype.*got int32"
+    ),
+    "tangent_p/t_x-shape": bind_tangent(
+        s((4, 9)), GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"t_x must have the shape of x \(4, 8\); got \(4, 9\)"
+    ),
+    "tangent_p/t_x-dtype": bind_tangent(
+        s((4, H), F16),
+        GAMMA,
+        BETA,
+        X,
+        STAT,
+        STAT,
+        GAMMA,
+        TypeError,
+        r"t_x must have the dtype of x \(float32\); got float16",
+    ),
+    "tangent_p/t_gamma-shape": bind_tangent(
+        X, s((1, H)), BETA, X, STAT, STAT, GAMMA, ValueError, r"t_gamma must have shape \(8,\).*got \(1, 8\)"
+    ),
+    "tangent_p/t_beta-int": bind_tangent(
+        X, GAMMA, s((H,), jnp.int32), X, STAT, STAT, GAMMA, TypeError, r"t_beta must have dtype.*got int32"
+    ),
+    "tangent_p/gamma-shape": bind_tangent(
+        X, GAMMA, BETA, X, STAT, STAT, s((H - 1,)), ValueError, r"gamma must have shape \(8,\).*got \(7,\)"
+    ),
+    "tangent_p/variance-shape": bind_tangent(
+        X, GAMMA, BETA, X, X, STAT, GAMMA, ValueError, r"variance must have shape \(4,\).*got \(4, 8\)"
+    ),
+    "tangent_p/mean-bool": bind_tangent(
+        X, GAMMA, BETA, X, STAT, s((4,), bool), GAMMA, TypeError, r"mean must have dtype.*got bool"
+    ),
+    "tangent_p/batch-dims-bool": bind_tangent(
+        X, GAMMA, BETA, X, STAT, STAT, GAMMA, TypeError, r"batch_dims must be an int >= 0; got bool", batch_dims=True
+    ),
+    "tangent_p/eps-nan": bind_tangent(
+        X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite.*nan", epsilon=math.nan
+    ),
+    "tangent_p/eps-negative": bind_tangent(
+        X, GAMMA, BETA, X, STAT, STAT, GAMMA, ValueError, r"epsilon must be finite and >= 0", epsilon=-1e-5
+    ),
+    "tangent_p/backward-unknown": bind_tangent(
+        X,
+        GAMMA,
+        BETA,
+        X,
+        STAT,
+        STAT,
+        GAMMA,
+        ValueError,
+        r"backward must be one of 'fused', 'chained'; got 'unfused'",
+        backward="unfused",
+    ),
 }
 
 
@@ -354,7 +631,9 @@ def test_vmap_of_layer_norm_grad_names_per_example_shapes():
     with pytest.raises(ValueError, match=r"layer_norm_grad: mean must have shape \(4,\).*got \(5,\)"):
         jax.vmap(layer_norm_grad)(x, x, jnp.zeros((3, 4)), jnp.zeros((3, 5)), jnp.ones((3, H)))
     with pytest.raises(ValueError, match=r"layer_norm_grad: gamma must have shape \(8,\).*got \(3, 8\)"):
-        jax.vmap(layer_norm_grad, in_axes=(0, 0, 0, 0, None))(x, x, jnp.zeros((3, 4)), jnp.zeros((3, 4)), jnp.ones((3, H)))
+        jax.vmap(layer_norm_grad, in_axes=(0, 0, 0, 0, None))(
+            x, x, jnp.zeros((3, 4)), jnp.zeros((3, 4)), jnp.ones((3, H))
+        )
     with pytest.raises(TypeError, match=r"layer_norm_grad: dy must have the dtype of x \(float32\); got bfloat16"):
         jax.vmap(layer_norm_grad)(x.astype(BF16), x, jnp.zeros((3, 4)), jnp.zeros((3, 4)), jnp.ones((3, H)))
 
@@ -362,7 +641,7 @@ def test_vmap_of_layer_norm_grad_names_per_example_shapes():
 def test_gradient_of_layer_norm_refuses_bad_input_before_any_kernel():
     # Reverse mode binds the forward, tangent and backward primitives: the
     # public checks refuse first, with the user's argument names.
-    loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b, backward="chained"))  # noqa: E731
+    loss = lambda x, g, b: jnp.sum(layer_norm(x, g, b, backward="chained"))
     with pytest.raises(ValueError, match=r"layer_norm: beta must have shape \(8,\).*got \(7,\)"):
         jax.jit(jax.grad(loss)).trace(S((4, H), F32), S((H,), F32), S((H - 1,), F32))
     with pytest.raises(ValueError, match=r"layer_norm: backward must be one of"):

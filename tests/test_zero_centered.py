@@ -90,7 +90,7 @@ def test_one_plus_gamma_is_formed_in_float32(kind, mode):
     beta = data(SHAPE[-1:], F32, seed=2) if kind == "layer" else None
 
     def vjp(gamma, zc):
-        f = lambda x, gamma: norm(kind, x, gamma, beta, zero_centered_gamma=zc, backward=mode)  # noqa: E731
+        f = lambda x, gamma: norm(kind, x, gamma, beta, zero_centered_gamma=zc, backward=mode)
         y, pull = jax.vjp(f, x, gamma)
         return (y, *pull(dy))
 
@@ -118,7 +118,9 @@ def test_zero_gamma_is_the_unit_scale(kind):
 
 
 def grads(f, *args):
-    return jax.grad(lambda *a: jnp.sum(f(*a).astype(F32) * WEIGHTS[: a[0].shape[-1]]), argnums=tuple(range(len(args))))(*args)
+    return jax.grad(lambda *a: jnp.sum(f(*a).astype(F32) * WEIGHTS[: a[0].shape[-1]]), argnums=tuple(range(len(args))))(
+        *args
+    )
 
 
 WEIGHTS = jnp.asarray(np.random.default_rng(7).standard_normal(4096).astype(np.float32))
@@ -169,9 +171,14 @@ def test_jit_vmap_and_shared_or_mapped_gamma(kind):
     for i in range(4):
         assert_near(mapped[i], norm_ref(kind, x[i], gammas[i], beta, zero_centered_gamma=True), F32, f"example {i}")
     # Per-example gamma gradients: one per mapped element.
-    per = jax.vmap(jax.grad(lambda x, g: jnp.sum(f(x, g) * WEIGHTS[: x.shape[-1]]), argnums=1), in_axes=(0, None))(x, gamma)
+    per = jax.vmap(jax.grad(lambda x, g: jnp.sum(f(x, g) * WEIGHTS[: x.shape[-1]]), argnums=1), in_axes=(0, None))(
+        x, gamma
+    )
     ref = jax.vmap(
-        jax.grad(lambda x, g: jnp.sum(norm_jnp(kind, x, g, beta, zero_centered_gamma=True) * WEIGHTS[: x.shape[-1]]), argnums=1),
+        jax.grad(
+            lambda x, g: jnp.sum(norm_jnp(kind, x, g, beta, zero_centered_gamma=True) * WEIGHTS[: x.shape[-1]]),
+            argnums=1,
+        ),
         in_axes=(0, None),
     )(x, gamma)
     np.testing.assert_allclose(np.asarray(per), np.asarray(ref), atol=1e-4, rtol=1e-4)
@@ -188,8 +195,8 @@ def test_higher_order_and_forward_mode(kind, mode):
     def loss(f):
         return lambda x, g: jnp.sum(jnp.sin(f(x, g)) * w)
 
-    ours = lambda x, g: norm(kind, x, g, beta, zero_centered_gamma=True, backward=mode)  # noqa: E731
-    ref = lambda x, g: norm_jnp(kind, x, g, beta, zero_centered_gamma=True)  # noqa: E731
+    ours = lambda x, g: norm(kind, x, g, beta, zero_centered_gamma=True, backward=mode)
+    ref = lambda x, g: norm_jnp(kind, x, g, beta, zero_centered_gamma=True)
     h_ours = jax.hessian(loss(ours), argnums=1)(x, gamma)
     h_ref = jax.hessian(loss(ref), argnums=1)(x, gamma)
     np.testing.assert_allclose(np.asarray(h_ours), np.asarray(h_ref), atol=2e-4, rtol=2e-4)
@@ -221,7 +228,7 @@ def test_no_beta_gradients(dtype, mode):
     a zero beta, bit for bit, and no beta sum in the fused backward."""
     x, dy = data(SHAPE, dtype), data(SHAPE, dtype, seed=3)
     gamma = data(SHAPE[-1:], dtype, seed=1, scale=0.5)
-    f = lambda x, g: layer_norm(x, g, None, backward=mode)  # noqa: E731
+    f = lambda x, g: layer_norm(x, g, None, backward=mode)
     dx, dg = jax.grad(lambda x, g: f(x, g).astype(F32).sum(), argnums=(0, 1))(x, gamma)
     assert (dx.shape, dx.dtype, dg.shape, dg.dtype) == (x.shape, dtype, gamma.shape, dtype)
     _, pull = jax.vjp(f, x, gamma)
@@ -256,8 +263,8 @@ def test_no_beta_vmap_and_higher_order(mode):
     gamma = data((32,), F32, seed=1, scale=0.5)
     gammas = data((4, 32), F32, seed=4, scale=0.5)
     w = WEIGHTS[:32]
-    ours = lambda x, g: jnp.sum(jnp.tanh(layer_norm(x, g, None, backward=mode, zero_centered_gamma=True)) * w)  # noqa: E731
-    ref = lambda x, g: jnp.sum(jnp.tanh(layer_norm_jnp(x, g, None, zero_centered_gamma=True)) * w)  # noqa: E731
+    ours = lambda x, g: jnp.sum(jnp.tanh(layer_norm(x, g, None, backward=mode, zero_centered_gamma=True)) * w)
+    ref = lambda x, g: jnp.sum(jnp.tanh(layer_norm_jnp(x, g, None, zero_centered_gamma=True)) * w)
     for in_axes, g in (((0, None), gamma), ((0, 0), gammas)):
         a = jax.vmap(jax.grad(ours, argnums=(0, 1)), in_axes=in_axes)(x, g)
         b = jax.vmap(jax.grad(ref, argnums=(0, 1)), in_axes=in_axes)(x, g)

@@ -169,12 +169,14 @@ def _plan(name: str, layout: RowLayout, mesh: Any, arg_shapes: Sequence[Any]) ->
         if spec is not None and "h" in layout.factors(role):
             h_axes += [ax for ax in _axes(spec[layout.factors(role).index("h")]) if ax not in h_axes]
     unnamed = [
-        i for i, a in enumerate(arg_shapes)
+        i
+        for i, a in enumerate(arg_shapes)
         if not isinstance(a.sharding, NamedSharding) and not a.sharding.is_fully_replicated
     ]
     if unnamed:
         warnings.warn(
-            f"{name}: operands {unnamed} arrive with shardings that name no mesh axes ({arg_shapes[unnamed[0]].sharding}); "
+            f"{name}: operands {unnamed} arrive with shardings that name no mesh axes "
+            f"({arg_shapes[unnamed[0]].sharding}); "
             "they are gathered to run the kernel. Pass NamedSharding inputs (jax.sharding.Mesh axes) to keep "
             "the rows local.",
             ShardingWarning,
@@ -195,8 +197,7 @@ def _plan(name: str, layout: RowLayout, mesh: Any, arg_shapes: Sequence[Any]) ->
             del factor_axes[f]
         used.update(axes)
     reduce_axes = tuple(
-        ax for ax in mesh.axis_names
-        if any(ax in _axes(factor_axes.get(f"r{i}")) for i in range(layout.row_dims))
+        ax for ax in mesh.axis_names if any(ax in _axes(factor_axes.get(f"r{i}")) for i in range(layout.row_dims))
     )
     return _Plan(factor_axes, reduce_axes, tuple(h_axes))
 

@@ -118,15 +118,16 @@ def check_epsilon(fn: str, epsilon: Any) -> float:
     try:
         eps = float(epsilon)
     except OverflowError as e:  # a Python int beyond the float range
-        raise ValueError(f"{fn}: epsilon must be finite and >= 0; got an int of {int(epsilon).bit_length()} bits") from e
+        raise ValueError(
+            f"{fn}: epsilon must be finite and >= 0; got an int of {int(epsilon).bit_length()} bits"
+        ) from e
     if not math.isfinite(eps) or eps < 0:
         raise ValueError(f"{fn}: epsilon must be finite and >= 0; got {eps}")
     with np.errstate(over="ignore"):
         finite_in_f32 = bool(np.isfinite(np.float32(eps)))
     if not finite_in_f32:
         raise ValueError(
-            f"{fn}: epsilon must be finite in float32, the precision of the statistics "
-            f"(<= {_F32_MAX:.8g}); got {eps}"
+            f"{fn}: epsilon must be finite in float32, the precision of the statistics (<= {_F32_MAX:.8g}); got {eps}"
         )
     return eps
 

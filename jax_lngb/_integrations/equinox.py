@@ -80,14 +80,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .equinox_common import NO_STATE as _NO_STATE
-from .equinox_common import carry_leaves, dispatch, example_fits, params_and_eps_serve
 from .._core.validate import KERNEL_DTYPES
 from .._ops.layer_norm.api import layer_norm
 from .._ops.rms_norm.api import rms_norm
-
+from .equinox_common import NO_STATE as _NO_STATE
+from .equinox_common import carry_leaves, dispatch, example_fits, params_and_eps_serve
 
 __all__ = ["LayerNorm", "RMSNorm", "convert", "from_equinox"]
+
 
 class LayerNorm(_eqx.nn.LayerNorm):
     """`equinox.nn.LayerNorm` with jax_lngb's LayerNorm backward (see the module docstring)."""

@@ -11,14 +11,15 @@ upstream `__call__`) in.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .promotion import standard_promotion, upstream_promotes
 from .._core.validate import check_epsilon
+from .promotion import standard_promotion, upstream_promotes
 
 # What a real (bool, integer or floating) parameter dtype promotes to with float32.
 _REAL = (np.dtype(jnp.float32), np.dtype(jnp.float64))
@@ -87,6 +88,6 @@ def carry_leaves(layer: Any, new: Any) -> Any:
     """`new` (a drop-in built with `layer`'s settings) with `layer`'s leaves
     as they are (same arrays, same dtypes). Same fields, so the same tree;
     None counts as a leaf, so partitioned models convert too."""
-    is_none = lambda v: v is None  # noqa: E731
+    is_none = lambda v: v is None
     leaves = jax.tree_util.tree_leaves(layer, is_leaf=is_none)
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(new, is_leaf=is_none), leaves)

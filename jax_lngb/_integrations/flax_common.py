@@ -22,15 +22,15 @@ Nothing here imports Flax.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .promotion import standard_promotion, upstream_promotes
 from .._core.validate import KERNEL_DTYPES, check_epsilon
+from .promotion import standard_promotion, upstream_promotes
 
 F32 = np.dtype(jnp.float32)
 
@@ -54,8 +54,9 @@ def canonical_axes(axes: Any, ndim: int) -> tuple[int, ...] | None:
 # ------------------------------------------------------------- decisions
 
 
-def structure_declines(x: Any, *, mask: Any, axis_name: Any, reduction_axes: Any, feature_axes: Any,
-                       param_sizes: tuple[int, ...] = ()) -> str | None:
+def structure_declines(
+    x: Any, *, mask: Any, axis_name: Any, reduction_axes: Any, feature_axes: Any, param_sizes: tuple[int, ...] = ()
+) -> str | None:
     """The steps both norms take first: a non-empty array, no mask, no
     cross-device statistics, valid axes with the feature axes among the
     reduction axes, and parameters of the feature axes' size."""
@@ -135,9 +136,15 @@ def kernel_input(x: jax.Array, out_dtype: np.dtype) -> jax.Array:
     return x.astype(jnp.float32)
 
 
-def normalize_as_rows(x: jax.Array, params: tuple[tuple[jax.Array | None, float], ...], *, reduction_axes: Any,
-                      feature_axes: Any, out_dtype: Any,
-                      kernel: Callable[..., jax.Array]) -> jax.Array:
+def normalize_as_rows(
+    x: jax.Array,
+    params: tuple[tuple[jax.Array | None, float], ...],
+    *,
+    reduction_axes: Any,
+    feature_axes: Any,
+    out_dtype: Any,
+    kernel: Callable[..., jax.Array],
+) -> jax.Array:
     """`kernel(x2d, *rows)` over Flax's reduction axes, cast to `out_dtype`.
 
     x's reduction axes are moved last (in order) and flattened into H; each
@@ -156,7 +163,7 @@ def normalize_as_rows(x: jax.Array, params: tuple[tuple[jax.Array | None, float]
     identity = perm == list(range(x.ndim))
     xt = x_in if identity else jnp.transpose(x_in, perm)
     lead = xt.shape[: len(keep)]
-    h = math.prod(xt.shape[len(keep):])
+    h = math.prod(xt.shape[len(keep) :])
     feature_shape = [x.shape[a] if a in feat else 1 for a in range(x.ndim)]
     block_shape = [x.shape[a] if a in red else 1 for a in range(x.ndim)]
 

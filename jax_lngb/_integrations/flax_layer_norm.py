@@ -24,14 +24,14 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._core.validate import KERNEL_DTYPES
+from .._ops.layer_norm.api import layer_norm
 from .flax_common import (
     epsilon_declines,
     normalize_as_rows,
     stats_and_arith_declines,
     structure_declines,
 )
-from .._core.validate import KERNEL_DTYPES
-from .._ops.layer_norm.api import layer_norm
 
 # (condition, where the call goes): the rules layer_norm_declines applies, for
 # the documentation and the tests.
@@ -41,16 +41,31 @@ DECISION_TABLE = (
     ("axis_name is set (statistics averaged across devices)", "Flax"),
     ("reduction_axes / feature_axes are not valid integer axes of x", "Flax (its own error)"),
     ("a feature axis is not among the reduction axes", "Flax"),
-    ("the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
-     "dtype/input, or x, statistics, scale and bias not all of one dtype)", "Flax (its own error)"),
-    ("the statistics dtype is not float32 (force_float32_reductions=False with "
-     "16-bit dtype/input, float64 under jax_enable_x64)", "Flax"),
-    ("x, scale, bias or dtype bring in float64 or complex arithmetic, or the output "
-     "dtype is not float32/float16/bfloat16", "Flax"),
-    ("epsilon is not a static finite float >= 0 (finite in float32), or one the "
-     "promotion mode does not add to the float32 variance", "Flax"),
-    ("otherwise (any reduction axes, use_fast_variance either way, use_scale/use_bias, "
-     "dtype/param_dtype in float32/float16/bfloat16)", "the kernel"),
+    (
+        "the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
+        "dtype/input, or x, statistics, scale and bias not all of one dtype)",
+        "Flax (its own error)",
+    ),
+    (
+        "the statistics dtype is not float32 (force_float32_reductions=False with "
+        "16-bit dtype/input, float64 under jax_enable_x64)",
+        "Flax",
+    ),
+    (
+        "x, scale, bias or dtype bring in float64 or complex arithmetic, or the output "
+        "dtype is not float32/float16/bfloat16",
+        "Flax",
+    ),
+    (
+        "epsilon is not a static finite float >= 0 (finite in float32), or one the "
+        "promotion mode does not add to the float32 variance",
+        "Flax",
+    ),
+    (
+        "otherwise (any reduction axes, use_fast_variance either way, use_scale/use_bias, "
+        "dtype/param_dtype in float32/float16/bfloat16)",
+        "the kernel",
+    ),
 )
 
 
@@ -82,8 +97,14 @@ def layer_norm_declines(
       param_sizes: the sizes of the scale/bias in use (each must match the
         feature axes).
     """
-    why = structure_declines(x, mask=mask, axis_name=axis_name, reduction_axes=reduction_axes,
-                             feature_axes=feature_axes, param_sizes=param_sizes)
+    why = structure_declines(
+        x,
+        mask=mask,
+        axis_name=axis_name,
+        reduction_axes=reduction_axes,
+        feature_axes=feature_axes,
+        param_sizes=param_sizes,
+    )
     if why is None:
         why = stats_and_arith_declines(stats_dtype, arith_dtypes)
     if why is None and out_dtype is not None and np.dtype(out_dtype) not in KERNEL_DTYPES:
@@ -113,6 +134,10 @@ def flax_layer_norm(
       out_dtype: the output dtype Flax's dtype rules give for this call.
     """
     return normalize_as_rows(
-        x, ((scale, 1.0), (bias, None)), reduction_axes=reduction_axes, feature_axes=feature_axes,
-        out_dtype=out_dtype, kernel=lambda x2d, g, b: layer_norm(x2d, g, b, epsilon=epsilon),
+        x,
+        ((scale, 1.0), (bias, None)),
+        reduction_axes=reduction_axes,
+        feature_axes=feature_axes,
+        out_dtype=out_dtype,
+        kernel=lambda x2d, g, b: layer_norm(x2d, g, b, epsilon=epsilon),
     )

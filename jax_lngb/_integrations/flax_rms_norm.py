@@ -45,6 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.validate import KERNEL_DTYPES
+from .._ops.rms_norm.api import rms_norm
 from .flax_common import (
     canonical_axes,
     epsilon_declines,
@@ -52,8 +54,6 @@ from .flax_common import (
     stats_and_arith_declines,
     structure_declines,
 )
-from .._core.validate import KERNEL_DTYPES
-from .._ops.rms_norm.api import rms_norm
 
 __all__ = ["DECISION_TABLE", "flax_rms_norm", "rms_norm_declines"]
 
@@ -66,17 +66,29 @@ DECISION_TABLE = (
     ("a feature axis is not among the reduction axes", "Flax"),
     ("the scale's size does not match the feature axes (nnx num_features)", "Flax (its own error)"),
     ("x is bool, complex or float64 (under jax_enable_x64)", "Flax"),
-    ("the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
-     "or integer dtype/input, or x, statistics and scale not all of one dtype)", "Flax (its own error)"),
-    ("the statistics dtype is not float32 (linen force_float32_reductions=False with a "
-     "16-bit or integer dtype/input; float64 dtype)", "Flax"),
+    (
+        "the promotion mode refuses Flax's dtype steps (strict promotion with a 16-bit "
+        "or integer dtype/input, or x, statistics and scale not all of one dtype)",
+        "Flax (its own error)",
+    ),
+    (
+        "the statistics dtype is not float32 (linen force_float32_reductions=False with a "
+        "16-bit or integer dtype/input; float64 dtype)",
+        "Flax",
+    ),
     ("x, the statistics or the scale bring in float64 or complex arithmetic", "Flax"),
     ("the output dtype is not float32, float16 or bfloat16", "Flax"),
-    ("epsilon is not a static finite float >= 0 (finite in float32), or one the "
-     "promotion mode does not add to the float32 mean of squares", "Flax"),
-    ("otherwise: float32/float16/bfloat16/integer x, any reduction axes holding the "
-     "feature axes, use_scale either way, use_fast_variance either way, scale and "
-     "dtype in float32/float16/bfloat16", "the kernel"),
+    (
+        "epsilon is not a static finite float >= 0 (finite in float32), or one the "
+        "promotion mode does not add to the float32 mean of squares",
+        "Flax",
+    ),
+    (
+        "otherwise: float32/float16/bfloat16/integer x, any reduction axes holding the "
+        "feature axes, use_scale either way, use_fast_variance either way, scale and "
+        "dtype in float32/float16/bfloat16",
+        "the kernel",
+    ),
 )
 
 
@@ -106,8 +118,9 @@ def rms_norm_declines(
       out_dtype: the output dtype Flax's rules give, or None when they fail.
       scale_size: the scale's size where it is fixed already (nnx).
     """
-    why = structure_declines(x, mask=mask, axis_name=axis_name, reduction_axes=reduction_axes,
-                             feature_axes=feature_axes)
+    why = structure_declines(
+        x, mask=mask, axis_name=axis_name, reduction_axes=reduction_axes, feature_axes=feature_axes
+    )
     if why is not None:
         return why
     feat = canonical_axes(feature_axes, x.ndim)
@@ -145,6 +158,10 @@ def flax_rms_norm(
       out_dtype: the output dtype Flax's dtype rules give for this call.
     """
     return normalize_as_rows(
-        x, ((scale, 1.0),), reduction_axes=reduction_axes, feature_axes=feature_axes, out_dtype=out_dtype,
+        x,
+        ((scale, 1.0),),
+        reduction_axes=reduction_axes,
+        feature_axes=feature_axes,
+        out_dtype=out_dtype,
         kernel=lambda x2d, g: rms_norm(x2d, g, epsilon=float(epsilon)),
     )

@@ -55,7 +55,6 @@ from .flax_common import canonical_axes, statistics_dtype
 from .flax_layer_norm import flax_layer_norm, layer_norm_declines
 from .flax_rms_norm import flax_rms_norm, rms_norm_declines
 
-
 __all__ = ["LayerNorm", "RMSNorm"]
 
 
@@ -96,7 +95,10 @@ class LayerNorm(nn.LayerNorm):
         params = []
         if feat is not None:
             shape = [x.shape[a] for a in feat]
-            for use, name, init in ((self.use_scale, "scale", self.scale_init), (self.use_bias, "bias", self.bias_init)):
+            for use, name, init in (
+                (self.use_scale, "scale", self.scale_init),
+                (self.use_bias, "bias", self.bias_init),
+            ):
                 if use:
                     params.append(self._param_dtype(name, init, shape))
         try:
@@ -125,7 +127,7 @@ class LayerNorm(nn.LayerNorm):
         try:
             out = jax.eval_shape(lambda k: init(k, shape, self.param_dtype), jax.random.key(0))
             return nn.meta.unbox(out).dtype
-        except Exception:  # noqa: BLE001 - an initializer that needs its real key: Flax's dtype rule
+        except Exception:
             return self.param_dtype
 
 
@@ -199,5 +201,5 @@ class RMSNorm(nn.RMSNorm):
         try:
             out = jax.eval_shape(lambda k: self.scale_init(k, shape, self.param_dtype), jax.random.key(0))
             return nn.meta.unbox(out).dtype
-        except Exception:  # noqa: BLE001 - an initializer that needs a concrete key: Flax's dtype rule
+        except Exception:
             return self.param_dtype

@@ -42,7 +42,6 @@ from .flax_common import statistics_dtype
 from .flax_layer_norm import flax_layer_norm, layer_norm_declines
 from .flax_rms_norm import flax_rms_norm, rms_norm_declines
 
-
 __all__ = ["LayerNorm", "RMSNorm"]
 
 

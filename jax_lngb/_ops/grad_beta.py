@@ -49,7 +49,6 @@ from .primitives import (
     layer_norm_grad_beta_p,
 )
 
-
 # The kernel on the rows one device holds (bound only by the lowering of
 # layer_norm_grad_beta_p; same parameters, same abstract evaluation).
 
@@ -223,10 +222,7 @@ def _batch(args, dims, *, out_dtype, batch_dims):
     of the folded computation, where summing over all rows is right.)
     """
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-    moved = [
-        jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
-        for x, d in zip(args, dims)
-    ]
+    moved = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)]
     outs = layer_norm_grad_beta_p.bind(*moved, out_dtype=out_dtype, batch_dims=batch_dims + 1)
     return outs, (0, 0)
 

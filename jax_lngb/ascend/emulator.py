@@ -79,8 +79,7 @@ def _dtype(fn: str, name: str, dtype: Any) -> np.dtype:
         raise TypeError(f"{fn}: {name} must be float32 or float16; got {dtype!r}") from e
     if d not in _DTYPES:
         raise TypeError(
-            f"{fn}: {name} must be float32 or float16 (the dtypes AscendC's LayerNormGradBeta "
-            f"supports); got {d.name}"
+            f"{fn}: {name} must be float32 or float16 (the dtypes AscendC's LayerNormGradBeta supports); got {d.name}"
         )
     return d
 

@@ -50,12 +50,30 @@ _ARCH_NUMBERS = {"dav-2002": 2002, "dav-2201": 2201, "dav-3510": 3510}
 
 # The head of each kernel tiling (cpp/tiling/layer_norm_kernel_tiling.h).
 _FORWARD_HEAD = (
-    "rows", "h_length", "original_h_length", "tile_rows", "num_tiles", "last_tile_rows", "stat_stride",
-    "buffer_num", "tmp_bytes", "epsilon_bits",
+    "rows",
+    "h_length",
+    "original_h_length",
+    "tile_rows",
+    "num_tiles",
+    "last_tile_rows",
+    "stat_stride",
+    "buffer_num",
+    "tmp_bytes",
+    "epsilon_bits",
 )
 _GB_HEAD = (
-    "rows", "h_length", "tile_rows", "num_tiles", "last_tile_rows", "tiles_per_group", "num_groups", "buffer_num",
-    "is_reuse_source", "stack_buffer_bytes", "combine_cols_per_core", "combine_chunk_cols",
+    "rows",
+    "h_length",
+    "tile_rows",
+    "num_tiles",
+    "last_tile_rows",
+    "tiles_per_group",
+    "num_groups",
+    "buffer_num",
+    "is_reuse_source",
+    "stack_buffer_bytes",
+    "combine_cols_per_core",
+    "combine_chunk_cols",
 )
 _BACKWARD_TAIL_AT = 56  # words of GradBetaKernelTiling before the LayerNorm fields
 _BACKWARD_TAIL = ("original_h_length", "stat_stride", "tmp_bytes", "epsilon_bits", "fused")
@@ -280,18 +298,36 @@ def run_forward(
     h0 = x.shape[-1]
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
     hp = storage_h(h0, x.dtype)
-    plan = plan_forward(rows, hp, original_h=h0, dtype=x.dtype, epsilon=epsilon, npu_arch=npu_arch,
-                        ub_bytes=ub_bytes, num_cores=num_cores)
+    plan = plan_forward(
+        rows,
+        hp,
+        original_h=h0,
+        dtype=x.dtype,
+        epsilon=epsilon,
+        npu_arch=npu_arch,
+        ub_bytes=ub_bytes,
+        num_cores=num_cores,
+    )
     ub = _defaults(plan.npu_arch, ub_bytes, None)[0]
     xs = np.ascontiguousarray(pad_columns(x.reshape(rows, h0), hp))
     g = pad_columns(np.asarray(gamma, np.float32).reshape(h0), hp)
     b = pad_columns(np.asarray(beta, np.float32).reshape(h0), hp)
     y, mean, var, stats = _emu().run_layer_norm_forward(
-        xs.tobytes(), g.tobytes(), b.tobytes(), rows, hp, _TYPE_SIZES[x.dtype], plan.tiling_bytes,
-        plan.stat_elems, plan.block_dim, ub, _ARCH_NUMBERS[plan.npu_arch], reverse_core_order,
+        xs.tobytes(),
+        g.tobytes(),
+        b.tobytes(),
+        rows,
+        hp,
+        _TYPE_SIZES[x.dtype],
+        plan.tiling_bytes,
+        plan.stat_elems,
+        plan.block_dim,
+        ub,
+        _ARCH_NUMBERS[plan.npu_arch],
+        reverse_core_order,
     )
     y = np.frombuffer(y, x.dtype).reshape(rows, hp)[:, :h0].reshape(x.shape)
-    unstat = lambda v: stats_from_tiles(np.frombuffer(v, np.float32), plan).reshape(x.shape[:-1])  # noqa: E731
+    unstat = lambda v: stats_from_tiles(np.frombuffer(v, np.float32), plan).reshape(x.shape[:-1])
     return y, unstat(mean), unstat(var), dict(stats, plan=plan)
 
 
@@ -320,23 +356,50 @@ def run_backward(
     h0 = x.shape[-1]
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
     hp = storage_h(h0, x.dtype, out_dt) if fused else storage_h(h0, x.dtype)
-    plan = plan_backward(rows, hp, fused=fused, original_h=h0, dtype=x.dtype, out_dtype=out_dt, epsilon=epsilon,
-                         npu_arch=npu_arch, ub_bytes=ub_bytes, num_cores=num_cores)
+    plan = plan_backward(
+        rows,
+        hp,
+        fused=fused,
+        original_h=h0,
+        dtype=x.dtype,
+        out_dtype=out_dt,
+        epsilon=epsilon,
+        npu_arch=npu_arch,
+        ub_bytes=ub_bytes,
+        num_cores=num_cores,
+    )
     ub = _defaults(plan.npu_arch, ub_bytes, None)[0]
-    flat = lambda a: np.ascontiguousarray(pad_columns(a.reshape(rows, h0), hp)).tobytes()  # noqa: E731
-    tiles = lambda v: np.ascontiguousarray(stats_to_tiles(np.asarray(v, np.float32), plan)).tobytes()  # noqa: E731
+    flat = lambda a: np.ascontiguousarray(pad_columns(a.reshape(rows, h0), hp)).tobytes()
+    tiles = lambda v: np.ascontiguousarray(stats_to_tiles(np.asarray(v, np.float32), plan)).tobytes()
     g = pad_columns(np.asarray(gamma, np.float32).reshape(h0), hp)
     out = _emu().run_layer_norm_backward(
-        flat(dy), flat(x), tiles(mean), tiles(variance), g.tobytes(), rows, hp, _TYPE_SIZES[x.dtype],
-        _TYPE_SIZES[out_dt] if fused else _TYPE_SIZES[x.dtype], bool(fused), plan.tiling_bytes, plan.stat_elems,
-        plan.workspace_bytes, plan.block_dim, plan.combine_block_dim, ub, _ARCH_NUMBERS[plan.npu_arch],
+        flat(dy),
+        flat(x),
+        tiles(mean),
+        tiles(variance),
+        g.tobytes(),
+        rows,
+        hp,
+        _TYPE_SIZES[x.dtype],
+        _TYPE_SIZES[out_dt] if fused else _TYPE_SIZES[x.dtype],
+        bool(fused),
+        plan.tiling_bytes,
+        plan.stat_elems,
+        plan.workspace_bytes,
+        plan.block_dim,
+        plan.combine_block_dim,
+        ub,
+        _ARCH_NUMBERS[plan.npu_arch],
         reverse_core_order,
     )
-    unrow = lambda b: np.frombuffer(b, x.dtype).reshape(rows, hp)[:, :h0].reshape(x.shape)  # noqa: E731
+    unrow = lambda b: np.frombuffer(b, x.dtype).reshape(rows, hp)[:, :h0].reshape(x.shape)
     if fused:
         pdx, pg, pb, stats, combine = out
-        return unrow(pdx), np.frombuffer(pg, out_dt)[:h0], np.frombuffer(pb, out_dt)[:h0], dict(
-            stats, combine=combine, plan=plan
+        return (
+            unrow(pdx),
+            np.frombuffer(pg, out_dt)[:h0],
+            np.frombuffer(pb, out_dt)[:h0],
+            dict(stats, combine=combine, plan=plan),
         )
     pdx, res, stats = out
     return unrow(pdx), unrow(res), dict(stats, plan=plan)

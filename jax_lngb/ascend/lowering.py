@@ -79,7 +79,6 @@ import numpy as np
 from jax._src import xla_bridge
 from jax.interpreters import mlir
 
-from . import layer_norm_kernels, tiling
 from .._ops.grad_beta import _grad_beta_jnp
 from .._ops.layer_norm.formulas import backward_jnp, forward_jnp, grad_jnp, kernel_gamma
 from .._ops.primitives import (
@@ -87,19 +86,18 @@ from .._ops.primitives import (
     ASCEND_LAYER_NORM_FORWARD_TARGET,
     ASCEND_LAYER_NORM_GRAD_BETA_TARGET,
     ASCEND_LAYER_NORM_GRAD_TARGET,
+    ASCEND_RMS_NORM_BACKWARD_TARGET,
+    ASCEND_RMS_NORM_FORWARD_TARGET,
     layer_norm_backward_local_p,
     layer_norm_forward_local_p,
     layer_norm_grad_beta_local_p,
     layer_norm_grad_local_p,
-)
-from .._ops.primitives import (
-    ASCEND_RMS_NORM_BACKWARD_TARGET,
-    ASCEND_RMS_NORM_FORWARD_TARGET,
     rms_norm_backward_local_p,
     rms_norm_forward_local_p,
 )
 from .._ops.rms_norm.backward import _backward_via_grad_beta as _rms_norm_backward_portable
 from .._ops.rms_norm.formulas import forward_jnp as _rms_norm_forward_jnp
+from . import layer_norm_kernels, tiling
 
 __all__ = [
     "ARCH_ENV",
@@ -186,9 +184,7 @@ def _env_int(name: str, default: int) -> int:
     return v
 
 
-def plan_for(
-    shape: tuple[int, ...], in_dtype: Any, out_dtype: Any
-) -> tuple[int, tiling.GradBetaKernelPlan] | None:
+def plan_for(shape: tuple[int, ...], in_dtype: Any, out_dtype: Any) -> tuple[int, tiling.GradBetaKernelPlan] | None:
     """(storage H, kernel plan) the lowering uses for inputs of ``shape``, or
     None when the jax.numpy fallback applies (see the module docstring)."""
     in_dt, out_dt = np.dtype(in_dtype), np.dtype(out_dtype)
@@ -318,9 +314,7 @@ def _layer_norm_plan(kind, shape, dtype, epsilon, out_dtype=None):
         if kind == "forward":
             plan = layer_norm_kernels.plan_forward(rows, hp, **knobs)
         else:
-            plan = layer_norm_kernels.plan_backward(
-                rows, hp, fused=kind == "backward", out_dtype=out_dtype, **knobs
-            )
+            plan = layer_norm_kernels.plan_backward(rows, hp, fused=kind == "backward", out_dtype=out_dtype, **knobs)
     except ValueError as e:
         if "cannot hold one row" in str(e):
             return None  # the APIs never split H
@@ -369,12 +363,12 @@ def _layer_norm_forward_rule(*args, epsilon, batch_dims, backward, zero_centered
         jnp.asarray(plan.to_array()),
         **_tile_attrs(plan),
     )
-    unstat = lambda v: layer_norm_kernels.stats_from_tiles(v, plan, jnp).reshape(x.shape[:-1])  # noqa: E731
+    unstat = lambda v: layer_norm_kernels.stats_from_tiles(v, plan, jnp).reshape(x.shape[:-1])
     return [y[..., :h], unstat(mean), unstat(variance)]
 
 
 def _backward_operands(dy, x, variance, mean, gamma, hp, plan, zero_centered_gamma):
-    tiles = lambda v: layer_norm_kernels.stats_to_tiles(v, plan, jnp)  # noqa: E731
+    tiles = lambda v: layer_norm_kernels.stats_to_tiles(v, plan, jnp)
     return (
         _pad_h(dy, hp),
         _pad_h(x, hp),
@@ -390,7 +384,13 @@ def _layer_norm_grad_rule(dy, x, variance, mean, gamma, *, epsilon, batch_dims, 
     if planned is None:
         return list(
             grad_jnp(
-                dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims,
+                dy,
+                x,
+                variance,
+                mean,
+                gamma,
+                epsilon=epsilon,
+                batch_dims=batch_dims,
                 zero_centered_gamma=zero_centered_gamma,
             )
         )
@@ -410,8 +410,16 @@ def _layer_norm_backward_rule(
     if planned is None:
         return list(
             backward_jnp(
-                dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, out_dtype=out_dtype,
-                zero_centered_gamma=zero_centered_gamma, has_beta=has_beta,
+                dy,
+                x,
+                variance,
+                mean,
+                gamma,
+                epsilon=epsilon,
+                batch_dims=batch_dims,
+                out_dtype=out_dtype,
+                zero_centered_gamma=zero_centered_gamma,
+                has_beta=has_beta,
             )
         )
     hp, plan = planned
@@ -596,7 +604,9 @@ def _rms_norm_forward_rule(x, gamma, *, epsilon, batch_dims, backward, zero_cent
     plan = None if batch_dims else plan_rms_norm(x.shape, x.dtype, backward=False, epsilon=epsilon)
     if plan is None:
         return list(
-            _rms_norm_forward_jnp(x, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma)
+            _rms_norm_forward_jnp(
+                x, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma
+            )
         )
     h = x.shape[-1]
     outs = (

@@ -38,39 +38,67 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m jax_lngb.bench",
         description="Benchmark jax_lngb's CPU kernels against XLA, NumPy, PyTorch and a streaming-read probe.",
     )
-    p.add_argument("--section", choices=(*SECTIONS, "all"), default="reduction",
-                   help="what to measure (default: reduction; 'all' runs every section: reduction, layer_norm, rms_norm, add_norm)")
-    p.add_argument("--shapes", nargs="+", type=parse_shape, metavar="RxH",
-                   help="shapes like 65536x768 or 4x128x768 (default: each section's list)")
-    p.add_argument("--dtypes", nargs="+", type=parse_dtype, metavar="DT",
-                   help="f32, f16, bf16 (default: all three)")
-    p.add_argument("--reps", type=int, default=10, help="timed calls per implementation; the median is reported (default 10)")
-    p.add_argument("--settle-ms", type=float, default=None,
-                   help="pause before each timed call of a case larger than the L2 caches, so one "
-                        "implementation's aftermath is not charged to the next (default 50; 0: none)")
+    p.add_argument(
+        "--section",
+        choices=(*SECTIONS, "all"),
+        default="reduction",
+        help="what to measure (default: reduction; 'all' runs every section: "
+        "reduction, layer_norm, rms_norm, add_norm)",
+    )
+    p.add_argument(
+        "--shapes",
+        nargs="+",
+        type=parse_shape,
+        metavar="RxH",
+        help="shapes like 65536x768 or 4x128x768 (default: each section's list)",
+    )
+    p.add_argument("--dtypes", nargs="+", type=parse_dtype, metavar="DT", help="f32, f16, bf16 (default: all three)")
+    p.add_argument(
+        "--reps", type=int, default=10, help="timed calls per implementation; the median is reported (default 10)"
+    )
+    p.add_argument(
+        "--settle-ms",
+        type=float,
+        default=None,
+        help="pause before each timed call of a case larger than the L2 caches, so one "
+        "implementation's aftermath is not charged to the next (default 50; 0: none)",
+    )
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
-    p.add_argument("--threads", type=int,
-                   help="XLA CPU intra-op threads and torch threads (default: what XLA picks, one per core)")
-    p.add_argument("--impls", nargs="+", metavar="NAME",
-                   help="only these implementations (e.g. ours xla probe; default: all)")
+    p.add_argument(
+        "--threads", type=int, help="XLA CPU intra-op threads and torch threads (default: what XLA picks, one per core)"
+    )
+    p.add_argument(
+        "--impls", nargs="+", metavar="NAME", help="only these implementations (e.g. ours xla probe; default: all)"
+    )
     p.add_argument("--json", metavar="PATH", help="write every figure as JSON here")
-    p.add_argument("--png", metavar="PATH",
-                   help="write the detail chart here: every implementation's GB/s per case, and the "
-                        "fwd+bwd time (needs matplotlib)")
-    p.add_argument("--png-headline", metavar="PATH",
-                   help="write the headline chart here: fwd+bwd milliseconds of jax_lngb, XLA and PyTorch, "
-                        "steady state beside plain jax.jit, one panel per dtype (needs matplotlib and the "
-                        "layer_norm or rms_norm section). Both charts can be redrawn from --json later: "
-                        "python -m jax_lngb.bench.chart --from-json PATH")
-    p.add_argument("--chart-caption", metavar="TEXT",
-                   help="the headline chart's one-line caption (default: the CPU, its cores, the versions "
-                        "and today's date)")
+    p.add_argument(
+        "--png",
+        metavar="PATH",
+        help="write the detail chart here: every implementation's GB/s per case, and the "
+        "fwd+bwd time (needs matplotlib)",
+    )
+    p.add_argument(
+        "--png-headline",
+        metavar="PATH",
+        help="write the headline chart here: fwd+bwd milliseconds of jax_lngb, XLA and PyTorch, "
+        "steady state beside plain jax.jit, one panel per dtype (needs matplotlib and the "
+        "layer_norm or rms_norm section). Both charts can be redrawn from --json later: "
+        "python -m jax_lngb.bench.chart --from-json PATH",
+    )
+    p.add_argument(
+        "--chart-caption",
+        metavar="TEXT",
+        help="the headline chart's one-line caption (default: the CPU, its cores, the versions and today's date)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no status line on stderr")
     p.add_argument("--seed", type=int, default=0, help="random inputs' seed (default 0)")
-    p.add_argument("--retain-host-memory", action="store_true",
-                   help="call jax_lngb.retain_host_memory() before measuring (as JAX_LNGB_RETAIN_HOST_MEMORY=1 "
-                        "does at import): glibc keeps freed large blocks mapped, so the *_plain cases' fresh "
-                        "outputs stop page-faulting")
+    p.add_argument(
+        "--retain-host-memory",
+        action="store_true",
+        help="call jax_lngb.retain_host_memory() before measuring (as JAX_LNGB_RETAIN_HOST_MEMORY=1 "
+        "does at import): glibc keeps freed large blocks mapped, so the *_plain cases' fresh "
+        "outputs stop page-faulting",
+    )
     return p
 
 
@@ -124,7 +152,7 @@ def transparent_hugepages(path: str = _THP_ENABLED) -> str | None:
     except OSError:
         return None
     start, end = text.find("["), text.find("]")
-    return text[start + 1:end] if 0 <= start < end else None
+    return text[start + 1 : end] if 0 <= start < end else None
 
 
 def machine_info(l3: int, l2_total: int | None = None, eviction_bytes: int | None = None) -> dict[str, Any]:
@@ -173,19 +201,27 @@ def machine_info(l3: int, l2_total: int | None = None, eviction_bytes: int | Non
 
 
 def _print_machine(info: dict[str, Any]) -> None:
-    print(f"jax_lngb {info['jax_lngb']} benchmark on {info['cpu']}, {info['cores']} cores, "
-          f"L3 {info['l3_bytes'] >> 20} MiB, kernel ISA {info['isa']} ({info['cpu_vendor']} loop choice)")
-    print(f"jax {info['jax']}, jaxlib {info['jaxlib']}, numpy {info['numpy']}, "
-          f"torch {info['torch'] or 'not installed'}; XLA threads {info['xla_threads']}"
-          + (f", torch threads {info['torch_threads']}" if info["torch_threads"] else "")
-          + (f", OpenMP wait policy {info['omp_wait_policy']}" if info["omp_wait_policy"] else ""))
+    print(
+        f"jax_lngb {info['jax_lngb']} benchmark on {info['cpu']}, {info['cores']} cores, "
+        f"L3 {info['l3_bytes'] >> 20} MiB, kernel ISA {info['isa']} ({info['cpu_vendor']} loop choice)"
+    )
+    print(
+        f"jax {info['jax']}, jaxlib {info['jaxlib']}, numpy {info['numpy']}, "
+        f"torch {info['torch'] or 'not installed'}; XLA threads {info['xla_threads']}"
+        + (f", torch threads {info['torch_threads']}" if info["torch_threads"] else "")
+        + (f", OpenMP wait policy {info['omp_wait_policy']}" if info["omp_wait_policy"] else "")
+    )
     if info["transparent_hugepages"] or info["glibc_tunables"]:
-        print(f"transparent huge pages: {info['transparent_hugepages'] or 'unknown'}"
-              + (f"; GLIBC_TUNABLES={info['glibc_tunables']}" if info["glibc_tunables"] else ""))
+        print(
+            f"transparent huge pages: {info['transparent_hugepages'] or 'unknown'}"
+            + (f"; GLIBC_TUNABLES={info['glibc_tunables']}" if info["glibc_tunables"] else "")
+        )
     from jax_lngb import host_memory
 
-    print(f"retain_host_memory: {host_memory.summary(info['retain_host_memory'])}"
-          + (f"; LD_PRELOAD={info['ld_preload']}" if info["ld_preload"] else ""))
+    print(
+        f"retain_host_memory: {host_memory.summary(info['retain_host_memory'])}"
+        + (f"; LD_PRELOAD={info['ld_preload']}" if info["ld_preload"] else "")
+    )
 
 
 # OpenMP runtimes (PyTorch's) keep their threads spinning for a while after
@@ -249,15 +285,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     info = machine_info(l3, l2, ctx.eviction_bytes())
     _print_machine(info)
-    print(f"median of {args.reps} timed calls after {args.warmup} warm-up calls, rounds interleaving the "
-          f"implementations, {ctx.settle_ms:g} ms pause before each timed call of a case larger than the L2 "
-          "caches; 'of probe' = GB/s over the streaming-read probe's GB/s; 'vs ours' = time / ours' time",
-          flush=True)
-    print(f"cache-resident = the probe, timed among the others, reads the inputs >= "
-          f"{residency.RESIDENT_SPEEDUP:g}x as fast as right after reading {info['eviction_bytes'] >> 20} MiB of "
-          "other data (the median of "
-          f"{residency.EVICTED_CALLS} such calls); inputs within the L2 caches are cache-resident; without the "
-          "probe, bytes <= L3\n", flush=True)
+    print(
+        f"median of {args.reps} timed calls after {args.warmup} warm-up calls, rounds interleaving the "
+        f"implementations, {ctx.settle_ms:g} ms pause before each timed call of a case larger than the L2 "
+        "caches; 'of probe' = GB/s over the streaming-read probe's GB/s; 'vs ours' = time / ours' time",
+        flush=True,
+    )
+    print(
+        f"cache-resident = the probe, timed among the others, reads the inputs >= "
+        f"{residency.RESIDENT_SPEEDUP:g}x as fast as right after reading {info['eviction_bytes'] >> 20} MiB of "
+        "other data (the median of "
+        f"{residency.EVICTED_CALLS} such calls); inputs within the L2 caches are cache-resident; without the "
+        "probe, bytes <= L3\n",
+        flush=True,
+    )
 
     from .chart import ChartSection, today
 

@@ -40,7 +40,6 @@ against float64 NumPy of the norm of the h each implementation returned.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -80,17 +79,25 @@ def _fns(norm: str):
     if norm == "layer":
         return {
             "ours": (lambda x, r, g, b: jl.add_layer_norm(x, r, g, b, epsilon=EPSILON), "jax_lngb.add_layer_norm"),
-            "unfused": (lambda x, r, g, b: (jl.layer_norm(x + r, g, b, epsilon=EPSILON), x + r),
-                        "x + residual, then jax_lngb.layer_norm"),
-            "xla": (lambda x, r, g, b: (jl.layer_norm_jnp(x + r, g, b, epsilon=EPSILON), x + r),
-                    "jit, XLA autodiff of x + residual and layer_norm_jnp"),
+            "unfused": (
+                lambda x, r, g, b: (jl.layer_norm(x + r, g, b, epsilon=EPSILON), x + r),
+                "x + residual, then jax_lngb.layer_norm",
+            ),
+            "xla": (
+                lambda x, r, g, b: (jl.layer_norm_jnp(x + r, g, b, epsilon=EPSILON), x + r),
+                "jit, XLA autodiff of x + residual and layer_norm_jnp",
+            ),
         }
     return {
         "ours": (lambda x, r, g: jl.add_rms_norm(x, r, g, epsilon=EPSILON), "jax_lngb.add_rms_norm"),
-        "unfused": (lambda x, r, g: (jl.rms_norm(x + r, g, epsilon=EPSILON), x + r),
-                    "x + residual, then jax_lngb.rms_norm"),
-        "xla": (lambda x, r, g: (jl.rms_norm_jnp(x + r, g, epsilon=EPSILON), x + r),
-                "jit, XLA autodiff of x + residual and rms_norm_jnp"),
+        "unfused": (
+            lambda x, r, g: (jl.rms_norm(x + r, g, epsilon=EPSILON), x + r),
+            "x + residual, then jax_lngb.rms_norm",
+        ),
+        "xla": (
+            lambda x, r, g: (jl.rms_norm_jnp(x + r, g, epsilon=EPSILON), x + r),
+            "jit, XLA autodiff of x + residual and rms_norm_jnp",
+        ),
     }
 
 
@@ -141,26 +148,28 @@ def _jax_impls(ctx: BenchContext, norm: str, x, r, dy, dh, params) -> dict[str, 
             out["fwd+bwd"][name] = Impl(name, run_fb, note + " (jax.vjp), y, h and dx donated")
         plain = name + "_jit"
         if ctx.wants(plain):
+
             def step_plain(x, r, ps, dy, dh, fn=fn):
                 yh, f = jax.vjp(fn, x, r, *ps)
                 return (*yh, *grads(f, (dy, dh)))
 
             fp = jax.jit(step_plain)
-            out["fwd+bwd"][plain] = Impl(plain, lambda fp=fp: ready(fp(x, r, params, dy, dh)),
-                                         note + " (jax.vjp), plain jit: fresh outputs")
+            out["fwd+bwd"][plain] = Impl(
+                plain, lambda fp=fp: ready(fp(x, r, params, dy, dh)), note + " (jax.vjp), plain jit: fresh outputs"
+            )
     return out
 
 
 def _torch_impls(torch, norm: str, x, r, dy, dh, params) -> dict[str, Impl]:
     h_ = x.shape[-1]
     rows = math.prod(x.shape[:-1])
-    t = lambda a: torch.from_dlpack(a).reshape(rows, h_)  # noqa: E731
+    t = lambda a: torch.from_dlpack(a).reshape(rows, h_)
     tx, tr, tdy, tdh = t(x), t(r), t(dy), t(dh)
     tp = [torch.from_dlpack(q) for q in params]
     if norm == "layer":
-        normf = lambda h, ps: torch.nn.functional.layer_norm(h, [h_], ps[0], ps[1], EPSILON)  # noqa: E731
+        normf = lambda h, ps: torch.nn.functional.layer_norm(h, [h_], ps[0], ps[1], EPSILON)
     else:
-        normf = lambda h, ps: torch.nn.functional.rms_norm(h, [h_], ps[0], EPSILON)  # noqa: E731
+        normf = lambda h, ps: torch.nn.functional.rms_norm(h, [h_], ps[0], EPSILON)
     xa, ra = tx.detach().clone().requires_grad_(True), tr.detach().clone().requires_grad_(True)
     pa = [q.detach().clone().requires_grad_(True) for q in tp]
 
@@ -206,7 +215,8 @@ def _errors(cases: list[CaseResult], norm: str, x2d, r2d, dy2d, dh2d, params, dt
                 continue
             outs = dict(zip(names, res.outputs))
             acc = norm_section.ErrorAccumulator(
-                names, {n: (dtype if n in ("y", "h", "dx") else "float32") for n in names})
+                names, {n: (dtype if n in ("y", "h", "dx") else "float32") for n in names}
+            )
             hv = norm_section.rows_of(outs["h"], 0, x2d.shape[0], h_).astype(np.float64) if "h" in outs else h_round
             if "h" in outs:
                 acc.add("h", hv, h_round)
@@ -271,21 +281,38 @@ def run(ctx: BenchContext) -> list[CaseResult]:
                     ctx.status(base, f"torch unavailable: {e}", force=True)
             if ctx.wants("probe"):
                 for p in PASSES:
-                    impls[p]["probe"] = Impl("probe", lambda: ready(stream_read(x, r)),
-                                             "streaming read of x and residual, all cores", bytes_read=2 * array_bytes)
+                    impls[p]["probe"] = Impl(
+                        "probe",
+                        lambda: ready(stream_read(x, r)),
+                        "streaming read of x and residual, all cores",
+                        bytes_read=2 * array_bytes,
+                    )
             norm_cases = []
             for p in PASSES:
                 order = [n for n in IMPLEMENTATIONS if n in impls[p]]
                 if not order:
                     continue
-                norm_cases.append(ctx.measure(
-                    label(shape, dtype, norm, p), shape, dtype, ARRAYS_MOVED[p] * array_bytes,
-                    [impls[p][n] for n in order],
-                    extra={"pass": p, "norm": norm, "rows": rows, "cols": h_, "arrays_moved": ARRAYS_MOVED[p],
-                           "notes": [f"bytes = {ARRAYS_MOVED[p]} [rows, H] arrays a fused pass moves; errors vs "
-                                     f"float64 of the norm of the h returned, worst of "
-                                     f"{', '.join(_outputs(norm, p))}"]},
-                ))
+                norm_cases.append(
+                    ctx.measure(
+                        label(shape, dtype, norm, p),
+                        shape,
+                        dtype,
+                        ARRAYS_MOVED[p] * array_bytes,
+                        [impls[p][n] for n in order],
+                        extra={
+                            "pass": p,
+                            "norm": norm,
+                            "rows": rows,
+                            "cols": h_,
+                            "arrays_moved": ARRAYS_MOVED[p],
+                            "notes": [
+                                f"bytes = {ARRAYS_MOVED[p]} [rows, H] arrays a fused pass moves; errors vs "
+                                f"float64 of the norm of the h returned, worst of "
+                                f"{', '.join(_outputs(norm, p))}"
+                            ],
+                        },
+                    )
+                )
             ctx.status(base, "float64 reference", force=False)
             _errors(norm_cases, norm, x2d, r2d, dy2d, dh2d, [np.asarray(q) for q in params], dtype)
             for case in norm_cases:
@@ -314,7 +341,13 @@ def targets(cases: list[CaseResult]) -> list[Target]:
                 out.append(speedup_target(case, "unfused_jit", ">=", FUSED_GOAL, ours="ours_jit"))
         else:
             f = case.fraction_of_probe(case.ours)
-            out.append(Target(f"{case.label}: ours rate / probe rate for the bytes it must move", f,
-                              f">= {PROBE_GOAL:g}", None if f is None else f >= PROBE_GOAL))
+            out.append(
+                Target(
+                    f"{case.label}: ours rate / probe rate for the bytes it must move",
+                    f,
+                    f">= {PROBE_GOAL:g}",
+                    None if f is None else f >= PROBE_GOAL,
+                )
+            )
     out += norm_section.worst_error_targets(cases, ("ours", "unfused", "ours_jit", "unfused_jit"), TOLERANCE)
     return out

@@ -77,8 +77,11 @@ def find_library(name: str) -> str | None:
 def option_env(option: str, base: dict[str, str]) -> dict[str, str] | None:
     """The child's environment for `option`; None when its library is
     missing."""
-    env = {k: v for k, v in base.items()
-           if k not in ("LD_PRELOAD", "GLIBC_TUNABLES", "JAX_LNGB_RETAIN_HOST_MEMORY", _MMAP_TRIM_ENV)}
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in ("LD_PRELOAD", "GLIBC_TUNABLES", "JAX_LNGB_RETAIN_HOST_MEMORY", _MMAP_TRIM_ENV)
+    }
     if option == "retain":
         env["JAX_LNGB_RETAIN_HOST_MEMORY"] = "1"
     elif option == "mmap_trim":
@@ -202,9 +205,18 @@ def child(impl: str, shapes, dtypes, reps: int, warmup: int, seed: int) -> dict[
                 call_faults.append(_faults() - f0)
                 del res
                 call_rss.append(_rss_mib())
-            out["cases"].append({"shape": list(shape), "dtype": dtype, "times_ms": times,
-                                 "ms": statistics.median(times), "faults_per_call": sum(call_faults) / reps,
-                                 "faults": call_faults, "rss_mib": call_rss, "peak_rss_mib": _peak_rss_mib()})
+            out["cases"].append(
+                {
+                    "shape": list(shape),
+                    "dtype": dtype,
+                    "times_ms": times,
+                    "ms": statistics.median(times),
+                    "faults_per_call": sum(call_faults) / reps,
+                    "faults": call_faults,
+                    "rss_mib": call_rss,
+                    "peak_rss_mib": _peak_rss_mib(),
+                }
+            )
             del fn
     del jax_lngb
     return out
@@ -217,9 +229,23 @@ def _run_child(option: str, impl: str, args) -> dict[str, Any] | str:
     env = option_env(option, dict(os.environ))
     if env is None:
         return f"{_PRELOADS[option]} not found"
-    cmd = [sys.executable, "-m", "jax_lngb.bench.allocators", "--child", impl,
-           "--shapes", *["x".join(map(str, s)) for s in args.shapes], "--dtypes", *args.dtypes,
-           "--reps", str(args.reps), "--warmup", str(args.warmup), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jax_lngb.bench.allocators",
+        "--child",
+        impl,
+        "--shapes",
+        *["x".join(map(str, s)) for s in args.shapes],
+        "--dtypes",
+        *args.dtypes,
+        "--reps",
+        str(args.reps),
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(args.seed),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
         return f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
@@ -241,10 +267,20 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for (shape, dtype, impl, option), cs in groups.items():
         ms = [c["ms"] for c in cs]
-        rows.append({"shape": list(shape), "dtype": dtype, "impl": impl, "option": option, "rounds": len(cs),
-                     "ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
-                     "faults_per_call": statistics.median(c["faults_per_call"] for c in cs),
-                     "peak_rss_mib": max(c["peak_rss_mib"] for c in cs)})
+        rows.append(
+            {
+                "shape": list(shape),
+                "dtype": dtype,
+                "impl": impl,
+                "option": option,
+                "rounds": len(cs),
+                "ms": statistics.median(ms),
+                "ms_min": min(ms),
+                "ms_max": max(ms),
+                "faults_per_call": statistics.median(c["faults_per_call"] for c in cs),
+                "peak_rss_mib": max(c["peak_rss_mib"] for c in cs),
+            }
+        )
     return rows
 
 
@@ -260,9 +296,12 @@ def format_table(rows: list[dict[str, Any]], options: list[str]) -> str:
             cells = []
             for o in options:
                 r = by.get((shape, dtype, impl, o))
-                cells.append("-" if r is None else
-                             f"{r['ms']:.1f} ms ({r['ms_min']:.1f}-{r['ms_max']:.1f}), "
-                             f"{r['faults_per_call']:.0f} flt, {r['peak_rss_mib']:.0f} MiB")
+                cells.append(
+                    "-"
+                    if r is None
+                    else f"{r['ms']:.1f} ms ({r['ms_min']:.1f}-{r['ms_max']:.1f}), "
+                    f"{r['faults_per_call']:.0f} flt, {r['peak_rss_mib']:.0f} MiB"
+                )
             lines.append(f"| [{', '.join(map(str, shape))}] {dtype} | {impl} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -281,16 +320,22 @@ def _cpu_model() -> str:
 def _parser() -> argparse.ArgumentParser:
     from .common import parse_dtype, parse_shape
 
-    p = argparse.ArgumentParser(prog="python -m jax_lngb.bench.allocators",
-                                description="Plain-jit LayerNorm fwd+bwd under each host allocator option.")
+    p = argparse.ArgumentParser(
+        prog="python -m jax_lngb.bench.allocators",
+        description="Plain-jit LayerNorm fwd+bwd under each host allocator option.",
+    )
     p.add_argument("--options", nargs="+", choices=OPTIONS, default=list(OPTIONS))
     p.add_argument("--impls", nargs="+", choices=IMPLS, default=list(IMPLS))
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=DEFAULT_SHAPES, metavar="RxH")
     p.add_argument("--dtypes", nargs="+", type=parse_dtype, default=list(DEFAULT_DTYPES), metavar="DT")
     p.add_argument("--rounds", type=int, default=3, help="times every (option, impl) child runs (default 3)")
     p.add_argument("--reps", type=int, default=7, help="timed calls per case in a child (default 7)")
-    p.add_argument("--warmup", type=int, default=4, help="untimed calls first (default 4: glibc's heap takes a "
-                   "few calls to settle with retain)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=4,
+        help="untimed calls first (default 4: glibc's heap takes a few calls to settle with retain)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds per child (default 900)")
     p.add_argument("--json", metavar="PATH")
@@ -305,9 +350,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = list(args.options)
     pairs = [(o, i) for o in options for i in args.impls]
-    print(f"{_cpu_model()}, {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
-          f"{args.rounds} rounds of {len(pairs)} child processes, order rotated each round; "
-          f"each: {args.warmup} warm-up + {args.reps} timed plain-jit fwd+bwd calls per case", flush=True)
+    print(
+        f"{_cpu_model()}, {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
+        f"{args.rounds} rounds of {len(pairs)} child processes, order rotated each round; "
+        f"each: {args.warmup} warm-up + {args.reps} timed plain-jit fwd+bwd calls per case",
+        flush=True,
+    )
     for o in options:
         print(f"  {o}: {_DESCRIBE[o]}")
     runs = []
@@ -317,20 +365,37 @@ def main(argv: list[str] | None = None) -> int:
         for option, impl in pairs[k:] + pairs[:k]:
             res = _run_child(option, impl, args)
             runs.append({"round": r, "option": option, "impl": impl, "result": res})
-            summary = res if isinstance(res, str) else ", ".join(
-                f"{c['dtype']} {c['ms']:.1f} ms {c['faults_per_call']:.0f} flt" for c in res["cases"][:2])
+            summary = (
+                res
+                if isinstance(res, str)
+                else ", ".join(
+                    f"{c['dtype']} {c['ms']:.1f} ms {c['faults_per_call']:.0f} flt" for c in res["cases"][:2]
+                )
+            )
             print(f"round {r + 1}/{args.rounds} {option:9s} {impl:6s} {summary}", flush=True)
     rows = summarize(runs)
     print()
-    print("median over rounds of each child's median ms (range over rounds), minor page faults per call, "
-          "peak RSS of the child")
+    print(
+        "median over rounds of each child's median ms (range over rounds), minor page faults per call, "
+        "peak RSS of the child"
+    )
     print(format_table(rows, options))
     print(f"\ndone in {time.perf_counter() - started:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": _cpu_model(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-                       "argv": sys.argv[1:], "options": {o: _DESCRIBE[o] for o in options}, "runs": runs,
-                       "rows": rows}, f, indent=1)
+            json.dump(
+                {
+                    "cpu": _cpu_model(),
+                    "cpus": os.cpu_count(),
+                    "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+                    "argv": sys.argv[1:],
+                    "options": {o: _DESCRIBE[o] for o in options},
+                    "runs": runs,
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
         print(f"JSON written to {args.json}")
     return 0
 

@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import gc
 import math
-import os
 import statistics
 import sys
 import time
@@ -307,12 +306,24 @@ class Target:
     bound: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"what": self.what, "value": _finite_or_none(self.value), "goal": self.goal, "passed": self.passed,
-                "bound": _finite_or_none(self.bound)}
+        return {
+            "what": self.what,
+            "value": _finite_or_none(self.value),
+            "goal": self.goal,
+            "passed": self.passed,
+            "bound": _finite_or_none(self.bound),
+        }
 
 
-def speedup_target(case: CaseResult, peer: str, op: str, goal: float, ours: str | None = None,
-                   checked: bool = True, why_unchecked: str = "") -> Target:
+def speedup_target(
+    case: CaseResult,
+    peer: str,
+    op: str,
+    goal: float,
+    ours: str | None = None,
+    checked: bool = True,
+    why_unchecked: str = "",
+) -> Target:
     """`peer / ours time` on one case against `op goal` (">=", ">" or "<="),
     with the bound the machine puts on it (for ">=" and ">"). `ours` names
     the implementation to divide by (default: the case's ours). With
@@ -487,8 +498,9 @@ class BenchContext:
         cold."""
         impls = list(impls)
         settle_s = self.settle_s(bytes_read)
-        results = {impl.name: ImplResult(impl.name, impl.note, self._bytes_of(impl, bytes_read), [], None)
-                   for impl in impls}
+        results = {
+            impl.name: ImplResult(impl.name, impl.note, self._bytes_of(impl, bytes_read), [], None) for impl in impls
+        }
         live: list[Impl] = []
         for impl in impls:
             ok = self._call(label, impl, results[impl.name], range(max(self.warmup, 0)), "warm-up", timed=False)
@@ -499,9 +511,13 @@ class BenchContext:
         gc.disable()
         try:
             for i in range(max(self.reps, 1)):
-                live = [impl for impl in live
-                        if self._call(label, impl, results[impl.name], [i], f"{i + 1}/{self.reps}", timed=True,
-                                      settle_s=settle_s)]
+                live = [
+                    impl
+                    for impl in live
+                    if self._call(
+                        label, impl, results[impl.name], [i], f"{i + 1}/{self.reps}", timed=True, settle_s=settle_s
+                    )
+                ]
         finally:
             gc.enable()
         for r in results.values():
@@ -510,8 +526,12 @@ class BenchContext:
         probe_impl = next((impl for impl in live if impl.name == probe), None)
         # The probe reads the case's inputs (a LayerNorm pass also writes):
         # the L2 rule goes by those bytes.
-        where = self.residency(label, results[probe].bytes_read if probe_impl else int(bytes_read), probe_impl,
-                               results[probe].ms if probe_impl else None)
+        where = self.residency(
+            label,
+            results[probe].bytes_read if probe_impl else int(bytes_read),
+            probe_impl,
+            results[probe].ms if probe_impl else None,
+        )
         return CaseResult(
             label=label,
             shape=tuple(int(d) for d in shape),
@@ -534,8 +554,16 @@ class BenchContext:
     def _bytes_of(impl: Impl, case_bytes: int) -> int:
         return int(impl.bytes_read if impl.bytes_read is not None else case_bytes)
 
-    def _call(self, label: str, impl: Impl, result: ImplResult, steps: Iterable[int], what: str,
-              timed: bool, settle_s: float = 0.0) -> bool:
+    def _call(
+        self,
+        label: str,
+        impl: Impl,
+        result: ImplResult,
+        steps: Iterable[int],
+        what: str,
+        timed: bool,
+        settle_s: float = 0.0,
+    ) -> bool:
         """Runs impl once per step (timing each call when `timed`) and keeps
         its last outputs; False, with the failure recorded, if it raised."""
         try:

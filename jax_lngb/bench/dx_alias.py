@@ -44,7 +44,8 @@ def _aliased_lowering():
         args = [a.astype(jnp.float32) if i in (2, 3, 4) else a for i, a in enumerate(args)]
         outs = backward._result_avals(*args, **params)
         return jax.ffi.ffi_call(LAYER_NORM_BACKWARD_TARGET, outs, input_output_aliases={0: 0})(
-            *args, epsilon=np.float32(epsilon))
+            *args, epsilon=np.float32(epsilon)
+        )
 
     return mlir.lower_fun(call, multiple_results=True)
 
@@ -56,8 +57,11 @@ def _use(aliased: bool) -> None:
     from jax_lngb._ops.layer_norm import backward
     from jax_lngb._ops.primitives import LAYER_NORM_BACKWARD_TARGET, layer_norm_backward_local_p
 
-    rule = _aliased_lowering() if aliased else cpu_lowering(LAYER_NORM_BACKWARD_TARGET, backward._result_avals,
-                                                            float32_operands=(2, 3, 4))
+    rule = (
+        _aliased_lowering()
+        if aliased
+        else cpu_lowering(LAYER_NORM_BACKWARD_TARGET, backward._result_avals, float32_operands=(2, 3, 4))
+    )
     mlir.register_lowering(layer_norm_backward_local_p, rule, platform="cpu")
 
 
@@ -87,9 +91,12 @@ def _hlo_facts(compiled) -> dict[str, Any]:
     facts: dict[str, Any] = {"copies": len(copies), "copy_lines": copies[:4]}
     try:
         m = compiled.memory_analysis()
-        facts.update(temp_bytes=int(m.temp_size_in_bytes), output_bytes=int(m.output_size_in_bytes),
-                     alias_bytes=int(m.alias_size_in_bytes))
-    except Exception as e:  # noqa: BLE001 - memory_analysis is optional per backend
+        facts.update(
+            temp_bytes=int(m.temp_size_in_bytes),
+            output_bytes=int(m.output_size_in_bytes),
+            alias_bytes=int(m.alias_size_in_bytes),
+        )
+    except Exception as e:
         facts["memory_analysis"] = f"unavailable: {e}"
     facts["custom_call_aliases"] = "output_to_operand_aliasing" in text
     return facts
@@ -131,7 +138,7 @@ def _compile_all(x, g, b, t, out, ref):
             facts = _hlo_facts(compiled)
             try:
                 res = jax.block_until_ready(fn(x, g, b, arg()))
-            except Exception as e:  # noqa: BLE001 - the handler may refuse aliased buffers
+            except Exception as e:
                 facts["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
                 out["steps"].setdefault(name, {})["aliased" if aliased else "plain"] = facts
                 continue
@@ -154,7 +161,7 @@ def _time_all(variants, x, g, b, out, reps: int, warmup: int):
 
     times: dict[tuple, list[float]] = {k: [] for k in variants}
     faults: dict[tuple, list[int]] = {k: [] for k in variants}
-    for k, (fn, arg, _) in variants.items():
+    for fn, arg, _ in variants.values():
         for _ in range(warmup):
             jax.block_until_ready(fn(x, g, b, arg()))
     for _ in range(reps):
@@ -169,8 +176,11 @@ def _time_all(variants, x, g, b, out, reps: int, warmup: int):
             del a
     for (name, aliased), (_, _, facts) in variants.items():
         out["steps"].setdefault(name, {})["aliased" if aliased else "plain"] = {
-            **facts, "ms": statistics.median(times[(name, aliased)]), "times_ms": times[(name, aliased)],
-            "faults_per_call": statistics.median(faults[(name, aliased)])}
+            **facts,
+            "ms": statistics.median(times[(name, aliased)]),
+            "times_ms": times[(name, aliased)],
+            "faults_per_call": statistics.median(faults[(name, aliased)]),
+        }
     return out
 
 
@@ -184,15 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
     res = run(args.shape, args.reps, args.warmup)
-    print(f"shape {res['shape']} float32, retain_host_memory {'on' if res['retain_host_memory'] else 'off'}; "
-          f"outputs with the alias bitwise equal to without: {res.get('bitwise_equal')}")
+    print(
+        f"shape {res['shape']} float32, retain_host_memory {'on' if res['retain_host_memory'] else 'off'}; "
+        f"outputs with the alias bitwise equal to without: {res.get('bitwise_equal')}"
+    )
     print("| step | lowering | copies in HLO | temp MiB | ms (median) | faults/call |")
     print("|---|---|---|---|---|---|")
     for name, by in res["steps"].items():
         for kind in ("plain", "aliased"):
             f = by[kind]
             temp = f.get("temp_bytes")
-            ran = (f"{f['ms']:.1f} | {f['faults_per_call']:.0f}" if "ms" in f else f"not run: {f['error']} | -")
+            ran = f"{f['ms']:.1f} | {f['faults_per_call']:.0f}" if "ms" in f else f"not run: {f['error']} | -"
             print(f"| {name} | {kind} | {f['copies']} | {'-' if temp is None else f'{temp / 2**20:.0f}'} | {ran} |")
     if args.json:
         with open(args.json, "w") as fh:

@@ -94,9 +94,14 @@ def run(shape, dtype, reps, warmup, norm="layer"):
     x = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
     ct = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
     theirs = layer_cls(h)
-    theirs = eqx.tree_at(lambda m: (m.weight, m.bias), theirs,
-                         (jnp.asarray(1 + 0.1 * rng.standard_normal(h), jnp.float32),
-                          jnp.asarray(0.1 * rng.standard_normal(h), jnp.float32)))
+    theirs = eqx.tree_at(
+        lambda m: (m.weight, m.bias),
+        theirs,
+        (
+            jnp.asarray(1 + 0.1 * rng.standard_normal(h), jnp.float32),
+            jnp.asarray(0.1 * rng.standard_normal(h), jnp.float32),
+        ),
+    )
     ours = je.convert(theirs)
     impls = {
         "eqx-dropin": (jax.jit(_nested), ours),
@@ -111,7 +116,7 @@ def run(shape, dtype, reps, warmup, norm="layer"):
     names = list(impls)
     for r in range(reps):
         # Each round in another order: no implementation always follows the same one.
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             fn, model = impls[name]
             _settle()
             t0 = time.perf_counter()
@@ -123,10 +128,13 @@ def run(shape, dtype, reps, warmup, norm="layer"):
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     diffs = {}
     for name in impls:
-        diffs[name] = [float(np.abs(np.asarray(a, np.float32) - np.asarray(r, np.float32)).max())
-                       for a, r in zip(outs[name], ref)]
-        print(f"  {name:11s} {med[name]:7.2f}  {med[name] / med['flat']:6.2f}x  {med[name] / med['eqx']:6.2f}x   "
-              + ", ".join(f"{d:.2e}" for d in diffs[name]))
+        diffs[name] = [
+            float(np.abs(np.asarray(a, np.float32) - np.asarray(r, np.float32)).max()) for a, r in zip(outs[name], ref)
+        ]
+        print(
+            f"  {name:11s} {med[name]:7.2f}  {med[name] / med['flat']:6.2f}x  {med[name] / med['eqx']:6.2f}x   "
+            + ", ".join(f"{d:.2e}" for d in diffs[name])
+        )
     return med, diffs
 
 

@@ -75,8 +75,18 @@ DEFAULT_SHAPES: list[tuple[int, ...]] = [
     (64, 262144),
 ]
 HEADLINE_SHAPE = (65536, 768)
-IMPLEMENTATIONS = ("ours", "ours_plain", "ours_chained", "ours_chained_plain", "xla", "xla_plain", "torch",
-                   "torch_plain", "probe", "xla_stream")
+IMPLEMENTATIONS = (
+    "ours",
+    "ours_plain",
+    "ours_chained",
+    "ours_chained_plain",
+    "xla",
+    "xla_plain",
+    "torch",
+    "torch_plain",
+    "probe",
+    "xla_stream",
+)
 # The implementations that also run as plain jit (fresh outputs): name -> plain name.
 PLAIN = {n: f"{n}_plain" for n in ("ours", "ours_chained", "xla", "torch")}
 EPSILON = 1e-5
@@ -130,18 +140,24 @@ def _jax_impls(ctx: BenchContext, x, dy, gamma, beta) -> dict[str, dict[str, Imp
     isa = _native.cpu_isa()
     variants = [
         ("ours", lambda *a: layer_norm(*a, epsilon=EPSILON), f"jax_lngb.layer_norm, fused backward, {isa}"),
-        ("ours_chained", lambda *a: layer_norm(*a, epsilon=EPSILON, backward="chained"),
-         "backward='chained': layer_norm_grad -> layer_norm_grad_beta"),
+        (
+            "ours_chained",
+            lambda *a: layer_norm(*a, epsilon=EPSILON, backward="chained"),
+            "backward='chained': layer_norm_grad -> layer_norm_grad_beta",
+        ),
         ("xla", lambda *a: layer_norm_jnp(*a, epsilon=EPSILON), "jit, XLA autodiff of layer_norm_jnp"),
     ]
     for name, fn, note in variants:
         if ctx.wants(PLAIN[name]):
-            for p, im in _plain_jax_impls(PLAIN[name], fn, note, x, dy, gamma, beta, fwd=name != "ours_chained").items():
+            for p, im in _plain_jax_impls(
+                PLAIN[name], fn, note, x, dy, gamma, beta, fwd=name != "ours_chained"
+            ).items():
                 out[p][PLAIN[name]] = im
         if not ctx.wants(name):
             continue
-        for p, im in norm_section.donated_jax_impls(name, fn, note, x, dy, (gamma, beta), fwd=name != "ours_chained",
-                                                    suffixes=("", "", " (jax.vjp)")).items():
+        for p, im in norm_section.donated_jax_impls(
+            name, fn, note, x, dy, (gamma, beta), fwd=name != "ours_chained", suffixes=("", "", " (jax.vjp)")
+        ).items():
             out[p][name] = im
     donate = dict(keep_unused=True)
     if ctx.wants("xla_stream"):
@@ -168,9 +184,16 @@ def _plain_jax_impls(name: str, fn, note: str, x, dy, gamma, beta, fwd: bool) ->
     call's [rows, H] outputs are fresh allocations (a training step as
     users write it)."""
     tail = "; plain jit, fresh outputs"
-    return norm_section.plain_jax_impls(name, fn, note, x, dy, (gamma, beta),
-                                        passes=PASSES if fwd else ("bwd", "fwd+bwd"),
-                                        suffixes={"fwd": tail, "bwd": tail, "fwd+bwd": tail + " (jax.vjp)"})
+    return norm_section.plain_jax_impls(
+        name,
+        fn,
+        note,
+        x,
+        dy,
+        (gamma, beta),
+        passes=PASSES if fwd else ("bwd", "fwd+bwd"),
+        suffixes={"fwd": tail, "bwd": tail, "fwd+bwd": tail + " (jax.vjp)"},
+    )
 
 
 def _torch_impls(torch, x, dy, gamma, beta) -> dict[str, dict[str, Impl]]:
@@ -221,10 +244,16 @@ def _torch_impls(torch, x, dy, gamma, beta) -> dict[str, dict[str, Impl]]:
     note = f"aten.native_layer_norm(_backward).out, mask (T,T,T), {torch.get_num_threads()} threads"
     pnote = f"aten.native_layer_norm(_backward), fresh outputs, {torch.get_num_threads()} threads"
     return {
-        "torch": {"fwd": Impl("torch", fwd, note), "bwd": Impl("torch", bwd_only, note),
-                  "fwd+bwd": Impl("torch", both, note)},
-        "torch_plain": {"fwd": Impl("torch_plain", fwd_plain, pnote), "bwd": Impl("torch_plain", bwd_plain, pnote),
-                        "fwd+bwd": Impl("torch_plain", both_plain, pnote)},
+        "torch": {
+            "fwd": Impl("torch", fwd, note),
+            "bwd": Impl("torch", bwd_only, note),
+            "fwd+bwd": Impl("torch", both, note),
+        },
+        "torch_plain": {
+            "fwd": Impl("torch_plain", fwd_plain, pnote),
+            "bwd": Impl("torch_plain", bwd_plain, pnote),
+            "fwd+bwd": Impl("torch_plain", both_plain, pnote),
+        },
     }
 
 
@@ -289,10 +318,12 @@ def _plain_targets(case: CaseResult) -> list[Target]:
     why = "retain_host_memory off: reported, not checked"
     return [
         speedup_target(case, PLAIN["ours"], "<=", PLAIN_OVER_DONATED, ours="ours", checked=on, why_unchecked=why),
-        speedup_target(case, PLAIN["xla"], ">=", PLAIN_XLA_SPEEDUP[case.dtype], ours=PLAIN["ours"], checked=on,
-                       why_unchecked=why),
-        speedup_target(case, PLAIN["torch"], ">", 1, ours=PLAIN["ours"], checked=False,
-                       why_unchecked="reported, not checked"),
+        speedup_target(
+            case, PLAIN["xla"], ">=", PLAIN_XLA_SPEEDUP[case.dtype], ours=PLAIN["ours"], checked=on, why_unchecked=why
+        ),
+        speedup_target(
+            case, PLAIN["torch"], ">", 1, ours=PLAIN["ours"], checked=False, why_unchecked="reported, not checked"
+        ),
     ]
 
 
@@ -312,7 +343,8 @@ def targets(cases: list[CaseResult]) -> list[Target]:
             out.append(norm_section.probe_rate_target(case))
     # Accuracy of ours (and the chained backward) on every case.
     out += norm_section.worst_error_targets(
-        cases, ("ours", "ours_chained", PLAIN["ours"], PLAIN["ours_chained"]), TOLERANCE)
+        cases, ("ours", "ours_chained", PLAIN["ours"], PLAIN["ours_chained"]), TOLERANCE
+    )
     # Never slower than XLA autodiff, on any case and pass.
     slowest = math.inf
     where = ""

@@ -11,8 +11,9 @@ and calls `run_cases` and the target helpers with it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,9 +84,16 @@ def vector(a: Any) -> np.ndarray:
 ReferenceBlocks = Callable[..., Iterator[tuple[int, int, np.ndarray, np.ndarray]]]
 
 
-def measure_errors(cases: list[CaseResult], outputs: dict[str, tuple[str, ...]], reference: ReferenceBlocks,
-                   x2d: np.ndarray, dy2d: np.ndarray, params: Sequence[np.ndarray], dtype: str,
-                   skip: Callable[[str], bool] = lambda name: False) -> None:
+def measure_errors(
+    cases: list[CaseResult],
+    outputs: dict[str, tuple[str, ...]],
+    reference: ReferenceBlocks,
+    x2d: np.ndarray,
+    dy2d: np.ndarray,
+    params: Sequence[np.ndarray],
+    dtype: str,
+    skip: Callable[[str], bool] = lambda name: False,
+) -> None:
     """Fills every implementation's errors (and drops its outputs): the
     float64 reference is computed once, a block of rows at a time, for all
     cases of a shape. `skip(impl)` leaves an implementation unchecked."""
@@ -123,8 +131,9 @@ def measure_errors(cases: list[CaseResult], outputs: dict[str, tuple[str, ...]],
 # ---------------------------------------------------- JAX implementations
 
 
-def donated_jax_impls(name: str, fn: Callable, note: str, x, dy, params: tuple, *, fwd: bool,
-                      suffixes: tuple[str, str, str]) -> dict[str, Impl]:
+def donated_jax_impls(
+    name: str, fn: Callable, note: str, x, dy, params: tuple, *, fwd: bool, suffixes: tuple[str, str, str]
+) -> dict[str, Impl]:
     """{pass: Impl} for `fn(x, *params)` writing into buffers donated back to
     the next call: steady state writes into memory that is already mapped.
     `suffixes` end the fwd, bwd and fwd+bwd notes."""
@@ -171,8 +180,9 @@ def donated_jax_impls(name: str, fn: Callable, note: str, x, dy, params: tuple, 
     return out
 
 
-def plain_jax_impls(name: str, fn: Callable, note: str, x, dy, params: tuple, *,
-                    passes: Sequence[str], suffixes: dict[str, str]) -> dict[str, Impl]:
+def plain_jax_impls(
+    name: str, fn: Callable, note: str, x, dy, params: tuple, *, passes: Sequence[str], suffixes: dict[str, str]
+) -> dict[str, Impl]:
     """{pass: Impl} for `fn(x, *params)` under a plain jax.jit: nothing
     donated, so each call's [rows, H] outputs are fresh allocations (a
     training step as users write it). `suffixes[pass]` ends each note."""
@@ -247,8 +257,9 @@ def run_cases(ctx: BenchContext, sec: NormSection) -> list[CaseResult]:
         rows = math.prod(shape[:-1])
         x = jax.device_put((rng.standard_normal(shape, dtype=np.float32) * 2 + 0.5).astype(jdt))
         dy = jax.device_put(rng.standard_normal(shape, dtype=np.float32).astype(jdt))
-        params = tuple(jax.device_put((off + 0.1 * rng.standard_normal(h)).astype(np.float32))
-                       for off in sec.param_offsets)
+        params = tuple(
+            jax.device_put((off + 0.1 * rng.standard_normal(h)).astype(np.float32)) for off in sec.param_offsets
+        )
         ready((x, dy, *params))
         array_bytes = x.nbytes
 
@@ -264,7 +275,9 @@ def run_cases(ctx: BenchContext, sec: NormSection) -> list[CaseResult]:
         if ctx.wants("probe"):
             for p in sec.passes:
                 impls[p]["probe"] = Impl(
-                    "probe", lambda: ready(stream_read(x, dy)), "streaming read of x and dy, all cores",
+                    "probe",
+                    lambda x=x, dy=dy: ready(stream_read(x, dy)),  # bound now: the loop deletes them
+                    "streaming read of x and dy, all cores",
                     bytes_read=2 * array_bytes,
                 )
 
@@ -285,8 +298,16 @@ def run_cases(ctx: BenchContext, sec: NormSection) -> list[CaseResult]:
         ctx.status(base, "float64 reference", force=False)
         x2d = np.asarray(x).reshape(rows, h)
         dy2d = np.asarray(dy).reshape(rows, h)
-        measure_errors(shape_cases, sec.outputs, sec.reference, x2d, dy2d, [np.asarray(q) for q in params], dtype,
-                       skip=sec.skip_errors)
+        measure_errors(
+            shape_cases,
+            sec.outputs,
+            sec.reference,
+            x2d,
+            dy2d,
+            [np.asarray(q) for q in params],
+            dtype,
+            skip=sec.skip_errors,
+        )
         for case in shape_cases:
             cases.append(case)
             if ctx.on_case is not None:
@@ -304,7 +325,9 @@ def probe_rate_target(case: CaseResult, bound: float = 1.3) -> Target:
     t = None if f is None else 1 / f
     return Target(
         f"{case.label}: ours time / time to stream its bytes at the probe's rate",
-        t, f"<= {bound}", None if t is None else t <= bound,
+        t,
+        f"<= {bound}",
+        None if t is None else t <= bound,
     )
 
 
@@ -324,7 +347,9 @@ def worst_error_targets(cases: list[CaseResult], names: Sequence[str], tolerance
     return [
         Target(
             f"every case: {name} max error / (dtype tolerance x max |reference|), worst [{label_}]",
-            rel, "<= 1", rel <= 1,
+            rel,
+            "<= 1",
+            rel <= 1,
         )
         for name, (rel, label_) in worst.items()
     ]

@@ -136,7 +136,12 @@ def _to_numpy(a: Any) -> np.ndarray:
 
 def _errors(outs: Any, ref: dict[str, tuple[np.ndarray, np.ndarray]], dtype: str) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "max_abs": 0.0, "max_rel": 0.0, "max_ulps": 0.0, "vs_rounding": 0.0, "worst": None, "per_output": {},
+        "max_abs": 0.0,
+        "max_rel": 0.0,
+        "max_ulps": 0.0,
+        "vs_rounding": 0.0,
+        "worst": None,
+        "per_output": {},
     }
     for name, out in zip(OUTPUTS, outs):
         exact, accumulation = ref[name]
@@ -149,7 +154,11 @@ def _errors(outs: Any, ref: dict[str, tuple[np.ndarray, np.ndarray]], dtype: str
         mulp = mabs / float(ulp(np.array([mref]), dtype)[0])
         vs_round = float((err / rounding_allowance(exact, accumulation, dtype)).max()) if err.size else 0.0
         result["per_output"][name] = {
-            "max_abs": mabs, "max_rel": mrel, "max_ulps": mulp, "vs_rounding": vs_round, "dtype": dtype,
+            "max_abs": mabs,
+            "max_rel": mrel,
+            "max_ulps": mulp,
+            "vs_rounding": vs_round,
+            "dtype": dtype,
         }
         if result["worst"] is None or mrel > result["max_rel"]:
             result["worst"] = name
@@ -174,7 +183,9 @@ def _jax_impls(ctx: BenchContext, res, dy) -> list[Impl]:
     if ctx.wants("ours"):
         ours = jax.jit(layer_norm_grad_beta)
         impls.append(
-            Impl("ours", lambda: ready(ours(res, dy)), f"jit(jax_lngb.layer_norm_grad_beta), {_native.cpu_isa()} kernel")
+            Impl(
+                "ours", lambda: ready(ours(res, dy)), f"jit(jax_lngb.layer_norm_grad_beta), {_native.cpu_isa()} kernel"
+            )
         )
     if ctx.wants("xla"):
 
@@ -223,8 +234,10 @@ def _torch_impl(torch, res, dy) -> Impl:
         _, dw, db = torch.ops.aten.native_layer_norm_backward(tdy, tres, [h], mean, rstd, weight, bias, mask)
         return dw, db
 
-    note = (f"aten.native_layer_norm_backward, mask (F,T,T), input=res, mean=0, rstd=1, "
-            f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+    note = (
+        f"aten.native_layer_norm_backward, mask (F,T,T), input=res, mean=0, rstd=1, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     return Impl("torch", run, note)
 
 
@@ -265,12 +278,18 @@ def run(ctx: BenchContext) -> list[CaseResult]:
                 ctx.status(label, f"torch unavailable: {e}", force=True)
         if ctx.wants("probe"):
             impls["probe"] = Impl(
-                "probe", lambda: ready(stream_read(res, dy)),
-                "streaming read of res and dy, all cores", bytes_read=bytes_read,
+                "probe",
+                lambda res=res, dy=dy: ready(stream_read(res, dy)),  # bound now: the loop deletes them
+                "streaming read of res and dy, all cores",
+                bytes_read=bytes_read,
             )
 
         case = ctx.measure(
-            label, shape, dtype, bytes_read, [impls[n] for n in IMPLEMENTATIONS if n in impls],
+            label,
+            shape,
+            dtype,
+            bytes_read,
+            [impls[n] for n in IMPLEMENTATIONS if n in impls],
             extra={
                 "rows": rows,
                 "cols": h,
@@ -318,8 +337,11 @@ def targets(cases: list[CaseResult]) -> list[Target]:
             out.append(speedup_target(case, "torch", ">=", 1.8))
             e = case.results[case.ours].errors
             out.append(
-                at_most(f"{case.label}: ours error / (exact sum rounded to {case.dtype} + f32 allowance)",
-                        e.get("vs_rounding") if e else None, 1)
+                at_most(
+                    f"{case.label}: ours error / (exact sum rounded to {case.dtype} + f32 allowance)",
+                    e.get("vs_rounding") if e else None,
+                    1,
+                )
             )
 
     def worst(metric, lowest: bool, only=lambda c: True) -> tuple[float | None, str]:
@@ -350,8 +372,9 @@ def targets(cases: list[CaseResult]) -> list[Target]:
     where = where or "none: every case stayed in cache"
     out.append(at_most(f"every case from memory: ours time / probe time, worst [{where}]", v, 1.2))
 
-    v, where = worst(lambda c: (c.results[c.ours].errors or {}).get("vs_rounding") if c.ours in c.results else None,
-                     lowest=False)
+    v, where = worst(
+        lambda c: (c.results[c.ours].errors or {}).get("vs_rounding") if c.ours in c.results else None, lowest=False
+    )
     if v is not None:
         out.append(at_most(f"every case: ours error / (exact sum rounded + f32 allowance), worst [{where}]", v, 1))
     return out

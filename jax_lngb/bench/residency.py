@@ -78,8 +78,11 @@ def cache_instances(level: int, root: str = _SYSFS_CPU) -> dict[str, int]:
             continue
         for entry in entries:
             path = os.path.join(base, entry)
-            lvl, size, kind = _read(os.path.join(path, "level")), _read(os.path.join(path, "size")), \
-                _read(os.path.join(path, "type"))
+            lvl, size, kind = (
+                _read(os.path.join(path, "level")),
+                _read(os.path.join(path, "size")),
+                _read(os.path.join(path, "type")),
+            )
             if lvl is None or size is None or kind == "Instruction":
                 continue
             try:

@@ -94,21 +94,36 @@ def _jax_impls(ctx: BenchContext, x, dy, gamma) -> dict[str, dict[str, Impl]]:
     isa = _native.cpu_isa()
     variants = [
         ("ours", lambda *a: rms_norm(*a, epsilon=EPSILON), f"jax_lngb.rms_norm, fused backward, {isa}"),
-        ("ours_chained", lambda *a: rms_norm(*a, epsilon=EPSILON, backward="chained"),
-         "backward='chained': rms_norm_grad -> layer_norm_grad_beta"),
+        (
+            "ours_chained",
+            lambda *a: rms_norm(*a, epsilon=EPSILON, backward="chained"),
+            "backward='chained': rms_norm_grad -> layer_norm_grad_beta",
+        ),
         ("xla", lambda *a: rms_norm_jnp(*a, epsilon=EPSILON), "jit, XLA autodiff of rms_norm_jnp"),
     ]
     for name, fn, note in variants:
         if ctx.wants(name):
             for p, im in norm_section.donated_jax_impls(
-                name, fn, note, x, dy, (gamma,), fwd=name != "ours_chained",
+                name,
+                fn,
+                note,
+                x,
+                dy,
+                (gamma,),
+                fwd=name != "ours_chained",
                 suffixes=(", y donated", ", dx donated", " (jax.vjp), y and dx donated"),
             ).items():
                 out[p][name] = im
         plain = {"ours": "ours_jit", "xla": "xla_jit"}.get(name)
         if plain and ctx.wants(plain):
             for p, im in norm_section.plain_jax_impls(
-                plain, fn, note, x, dy, (gamma,), passes=("fwd+bwd",),
+                plain,
+                fn,
+                note,
+                x,
+                dy,
+                (gamma,),
+                passes=("fwd+bwd",),
                 suffixes={"fwd+bwd": " (jax.vjp), plain jit: fresh outputs"},
             ).items():
                 out[p][plain] = im
@@ -143,8 +158,13 @@ def _torch_impls(torch, x, dy, gamma) -> dict[str, dict[str, Impl]]:
         return (y.detach(), *torch.autograd.grad(y, (xa, wa), tdy))
 
     note = f"torch.nn.functional.rms_norm (autograd for the backward), {torch.get_num_threads()} threads"
-    return {"torch": {"fwd": Impl("torch", fwd, note), "bwd": Impl("torch", bwd, note),
-                      "fwd+bwd": Impl("torch", both, note)}}
+    return {
+        "torch": {
+            "fwd": Impl("torch", fwd, note),
+            "bwd": Impl("torch", bwd, note),
+            "fwd+bwd": Impl("torch", both, note),
+        }
+    }
 
 
 # ------------------------------------------------------------------- run

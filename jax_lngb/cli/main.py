@@ -59,7 +59,7 @@ def _ascend_info() -> dict[str, Any]:
         return {"available": False, "reason": "no jax_lngb.ascend module in this build"}
     try:
         mod = importlib.import_module(name)
-    except Exception as e:  # noqa: BLE001 - report any import failure, never crash `info`
+    except Exception as e:
         return {"available": False, "reason": f"jax_lngb.ascend failed to import: {type(e).__name__}: {e}"}
 
     def ask(attr: str) -> Any:
@@ -68,7 +68,7 @@ def _ascend_info() -> dict[str, Any]:
             return None
         try:
             value = fn()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return f"error: {type(e).__name__}: {e}"
         return list(value) if isinstance(value, (tuple, list)) else value
 
@@ -86,6 +86,7 @@ def collect_info() -> dict[str, Any]:
     import jaxlib
 
     from .. import __version__, host_memory
+    from .._compat import TESTED_JAX_UP_TO, newer_than_tested
     from .._core import native as _native
 
     cpu = _native._cpu
@@ -100,6 +101,8 @@ def collect_info() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": f"{platform.system()} {platform.machine()}",
         "jax": jax.__version__,
+        "jax_tested_up_to": TESTED_JAX_UP_TO,
+        "jax_newer_than_tested": newer_than_tested(jax.__version__),
         "jaxlib": jaxlib.__version__,
         "numpy": _dist_version("numpy"),
         "ffi_api_version": ".".join(map(str, _native.ffi_api_version())),
@@ -126,6 +129,11 @@ def _print_info(info: dict[str, Any]) -> None:
     print(f"jax_lngb {info['jax_lngb']}")
     print(f"Python {info['python']} ({info['implementation']}), {info['platform']}")
     print(f"jax {info['jax']}, jaxlib {info['jaxlib']}, numpy {info['numpy']}")
+    if info["jax_newer_than_tested"]:
+        print(
+            f"note: jax {info['jax']} is newer than the newest release the tests ran on "
+            f"({info['jax_tested_up_to']}); if something fails, report it with this output"
+        )
     print(f"XLA FFI API the handlers were built against: {info['ffi_api_version']}")
     variant = cpu["kernel_variant"]
     best = cpu["best_supported_variant"]
@@ -141,6 +149,7 @@ def _print_info(info: dict[str, Any]) -> None:
     if not asc["available"]:
         print(f"  ascend: none ({asc['reason']})")
     else:
+
         def show(value: Any, empty: str) -> str:
             if isinstance(value, list):
                 return ", ".join(map(str, value)) or empty
@@ -174,11 +183,17 @@ def main(argv: list[str] | None = None) -> int:
         from . import demo
 
         return demo.main(argv[1:])
-    parser = argparse.ArgumentParser(prog="jax-lngb", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="jax-lngb", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="store_true", help="print the versions and exit")
-    parser.add_argument("command", nargs="?", default="demo", choices=["demo", "info", "bench"],
-                        help="demo (default), info, or bench (each answers --help)")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="demo",
+        choices=["demo", "info", "bench"],
+        help="demo (default), info, or bench (each answers --help)",
+    )
     parser.add_argument("--json", action="store_true", help="with info: print one JSON object")
     args = parser.parse_args(argv)
     if args.version:

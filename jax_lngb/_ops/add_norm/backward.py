@@ -54,13 +54,11 @@ from .formulas import backward_jnp, num_stats
 from .forward import check_flags, function_name
 
 
-def add_norm_backward_ref(dy, dh, h, gamma, *, kind: str = "layer", epsilon: float = 1e-5,
-                          zero_centered: bool = False):
+def add_norm_backward_ref(dy, dh, h, gamma, *, kind: str = "layer", epsilon: float = 1e-5, zero_centered: bool = False):
     """Oracle: float64 NumPy (d_sum, pd_gamma, pd_beta) of the norm of h
     (statistics recomputed in float64), sums over every leading axis."""
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    f = lambda a: np.asarray(a, np.float64)
     h64, d = f(h), f(dy)
-    n = h64.shape[-1]
     g = f(gamma) + (1.0 if zero_centered else 0.0)
     if kind == "layer":
         xc = h64 - h64.mean(-1, keepdims=True)
@@ -120,8 +118,19 @@ for _p in (add_norm_backward_p, add_norm_backward_local_p):
 
 def _backward_jnp(*args, kind, epsilon, zero_centered, has_beta, batch_dims, out_dtype):
     dy, dh, h, stats, gamma = split(args, kind)
-    return backward_jnp(dy, dh, h, stats, gamma, kind=kind, epsilon=epsilon, zero_centered=zero_centered,
-                        batch_dims=batch_dims, has_beta=has_beta, out_dtype=out_dtype)
+    return backward_jnp(
+        dy,
+        dh,
+        h,
+        stats,
+        gamma,
+        kind=kind,
+        epsilon=epsilon,
+        zero_centered=zero_centered,
+        batch_dims=batch_dims,
+        has_beta=has_beta,
+        out_dtype=out_dtype,
+    )
 
 
 def _cpu_call(*args, kind, epsilon, zero_centered, has_beta, batch_dims, out_dtype):
@@ -186,8 +195,17 @@ def _transpose(cts, *args, kind, epsilon, zero_centered, has_beta, batch_dims, o
     ct_sum, *ct_params = (ad.instantiate_zeros(c) for c in cts)
     dy_aval = dy.aval if ad.is_undefined_primal(dy) else jax.typeof(dy)
     t_y, t_h, *_ = add_norm_tangent_p.bind(
-        jnp.zeros(h.shape, dy_aval.dtype), ct_sum, *ct_params, h, *stats, gamma, kind=kind, epsilon=epsilon,
-        zero_centered=zero_centered, has_beta=has_beta, batch_dims=batch_dims,
+        jnp.zeros(h.shape, dy_aval.dtype),
+        ct_sum,
+        *ct_params,
+        h,
+        *stats,
+        gamma,
+        kind=kind,
+        epsilon=epsilon,
+        zero_centered=zero_centered,
+        has_beta=has_beta,
+        batch_dims=batch_dims,
     )
     return [
         t_y if ad.is_undefined_primal(dy) else None,

@@ -73,8 +73,20 @@ def forward_jnp(x, residual, gamma, beta, *, kind: str, epsilon: float, zero_cen
     return (y.astype(x.dtype), h, *stats)
 
 
-def backward_jnp(dy, dh, h, stats, gamma, *, kind: str, epsilon: float, zero_centered: bool, batch_dims: int,
-                 has_beta: bool, out_dtype):
+def backward_jnp(
+    dy,
+    dh,
+    h,
+    stats,
+    gamma,
+    *,
+    kind: str,
+    epsilon: float,
+    zero_centered: bool,
+    batch_dims: int,
+    has_beta: bool,
+    out_dtype,
+):
     """(d_sum, pd_gamma[, pd_beta]): d_sum = the norm's dx + dh (residual's
     dtype), the parameter sums over the rows in float32, narrowed once."""
     h32 = h.astype(F32)
@@ -94,8 +106,20 @@ def backward_jnp(dy, dh, h, stats, gamma, *, kind: str, epsilon: float, zero_cen
     return outs
 
 
-def tangent_jnp(t_x, t_residual, t_gamma, t_beta, h, stats, gamma, *, kind: str, epsilon: float,
-                zero_centered: bool, batch_dims: int = 0):
+def tangent_jnp(
+    t_x,
+    t_residual,
+    t_gamma,
+    t_beta,
+    h,
+    stats,
+    gamma,
+    *,
+    kind: str,
+    epsilon: float,
+    zero_centered: bool,
+    batch_dims: int = 0,
+):
     """(t_y, t_h, *t_stats), linear in the tangents (t_beta may be None).
 
     The exact adjoint of backward_jnp: the norm's tangent (its own module's

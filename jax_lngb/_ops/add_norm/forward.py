@@ -33,11 +33,17 @@ from jax.interpreters import ad, batching, mlir
 from ..._core import native
 from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl
-from ..._core.validate import check_batch_dims, check_choice, check_epsilon, check_kernel_dtype, check_param
-from ..._core.validate import check_same_shape
+from ..._core.validate import (
+    check_batch_dims,
+    check_choice,
+    check_epsilon,
+    check_kernel_dtype,
+    check_param,
+    check_same_shape,
+)
 from ..primitives import (
     ADD_LAYER_NORM_FORWARD_TARGET,
     ADD_NORM_KINDS,
@@ -102,8 +108,9 @@ for _p in (add_norm_forward_p, add_norm_forward_local_p):
 def _forward_jnp(x, residual, *params, kind, epsilon, zero_centered, has_beta, batch_dims):
     gamma, beta = split_params(params, has_beta)
     return list(
-        forward_jnp(x, residual, gamma, beta, kind=kind, epsilon=epsilon, zero_centered=zero_centered,
-                    batch_dims=batch_dims)
+        forward_jnp(
+            x, residual, gamma, beta, kind=kind, epsilon=epsilon, zero_centered=zero_centered, batch_dims=batch_dims
+        )
     )
 
 
@@ -118,9 +125,7 @@ def _cpu_call(x, residual, *params, kind, epsilon, zero_centered, has_beta, batc
     if kind == "layer":
         operands.append(beta.astype(jnp.float32) if has_beta else jnp.zeros((0,), jnp.float32))
     target = ADD_LAYER_NORM_FORWARD_TARGET if kind == "layer" else ADD_RMS_NORM_FORWARD_TARGET
-    return jax.ffi.ffi_call(target, outs)(
-        *operands, epsilon=np.float32(epsilon), zero_centered=bool(zero_centered)
-    )
+    return jax.ffi.ffi_call(target, outs)(*operands, epsilon=np.float32(epsilon), zero_centered=bool(zero_centered))
 
 
 mlir.register_lowering(add_norm_forward_local_p, mlir.lower_fun(_forward_jnp, multiple_results=True))

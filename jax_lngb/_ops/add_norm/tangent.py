@@ -89,8 +89,19 @@ add_norm_tangent_p.def_impl(apply_impl(add_norm_tangent_p))
 def _tangent_jnp(*args, kind, epsilon, zero_centered, has_beta, batch_dims):
     t_x, t_res, t_gamma, t_beta, h, stats, gamma = split(args, kind, has_beta)
     return list(
-        tangent_jnp(t_x, t_res, t_gamma, t_beta, h, stats, gamma, kind=kind, epsilon=epsilon,
-                    zero_centered=zero_centered, batch_dims=batch_dims)
+        tangent_jnp(
+            t_x,
+            t_res,
+            t_gamma,
+            t_beta,
+            h,
+            stats,
+            gamma,
+            kind=kind,
+            epsilon=epsilon,
+            zero_centered=zero_centered,
+            batch_dims=batch_dims,
+        )
     )
 
 
@@ -124,7 +135,7 @@ def _transpose(cts, *args, kind, epsilon, zero_centered, has_beta, batch_dims):
     no_stats = all(type(c) is ad.Zero for c in ct_stats)
     if type(ct_y) is ad.Zero and type(ct_h) is ad.Zero and no_stats:
         return [None] * len(args)
-    x_aval, r_aval = _aval(t_x), _aval(t_res)
+    x_aval = _aval(t_x)
     ct_y = ad.instantiate_zeros(ct_y) if type(ct_y) is not ad.Zero else jnp.zeros(h.shape, x_aval.dtype)
     ct_h = ad.instantiate_zeros(ct_h) if type(ct_h) is not ad.Zero else jnp.zeros(h.shape, h.dtype)
     p_avals = [_aval(t_gamma)] + ([_aval(t_beta)] if has_beta else [])
@@ -135,8 +146,17 @@ def _transpose(cts, *args, kind, epsilon, zero_centered, has_beta, batch_dims):
     if shared or any(a.dtype != out_dtype for a in p_avals) or out_dtype not in KERNEL_DTYPES:
         out_dtype = np.dtype(jnp.float32)
     d_sum, *d_params = add_norm_backward_p.bind(
-        ct_y, ct_h, h, *stats, gamma, kind=kind, epsilon=epsilon, zero_centered=zero_centered,
-        has_beta=has_beta, batch_dims=batch_dims, out_dtype=out_dtype,
+        ct_y,
+        ct_h,
+        h,
+        *stats,
+        gamma,
+        kind=kind,
+        epsilon=epsilon,
+        zero_centered=zero_centered,
+        has_beta=has_beta,
+        batch_dims=batch_dims,
+        out_dtype=out_dtype,
     )
     if not no_stats:
         ct_s = [ad.instantiate_zeros(c) for c in ct_stats]

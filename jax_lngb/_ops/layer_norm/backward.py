@@ -43,11 +43,9 @@ from jax.interpreters import ad, batching, mlir
 from ..._core import native
 from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, move_to_groups
+from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl
-from .formulas import backward_jnp, kernel_gamma
-from .grad import layer_norm_grad_ref
 from ..._core.validate import (
     check_batch_dims,
     check_bool,
@@ -66,6 +64,8 @@ from ..primitives import (
     layer_norm_backward_p,
     layer_norm_tangent_p,
 )
+from .formulas import backward_jnp, kernel_gamma
+from .grad import layer_norm_grad_ref
 
 
 def layer_norm_backward_ref(dy, x, variance, mean, gamma, *, epsilon: float = 1e-5, zero_centered_gamma: bool = False):
@@ -81,7 +81,9 @@ def layer_norm_backward_ref(dy, x, variance, mean, gamma, *, epsilon: float = 1e
 # --------------------------------------------------------- abstract evaluation
 
 
-def _abstract_eval(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True):
+def _abstract_eval(
+    dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True
+):
     fn = "layer_norm_backward"
     check_bool(fn, "zero_centered_gamma", zero_centered_gamma)
     check_bool(fn, "has_beta", has_beta)
@@ -111,7 +113,9 @@ for _p in (layer_norm_backward_p, layer_norm_backward_local_p):
 # ------------------------------------------------------------------ lowerings
 
 
-def _backward_jnp(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True):
+def _backward_jnp(
+    dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True
+):
     return list(
         backward_jnp(
             dy,
@@ -133,14 +137,21 @@ def _result_avals(dy, x, variance, mean, gamma, *, batch_dims, out_dtype, has_be
     return (jax.ShapeDtypeStruct(x.shape, x.dtype), param) + ((param,) if has_beta else ())
 
 
-def _cpu_call(dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True):
+def _cpu_call(
+    dy, x, variance, mean, gamma, *, epsilon, batch_dims, out_dtype, zero_centered_gamma=False, has_beta=True
+):
     """Statistics and gamma in float32 (1 + gamma when zero-centered, see
     formulas.kernel_gamma); without beta, the kernel that forms no pd_beta."""
     outs = _result_avals(dy, x, variance, mean, gamma, batch_dims=batch_dims, out_dtype=out_dtype, has_beta=has_beta)
     f32 = jnp.float32
     target = LAYER_NORM_BACKWARD_TARGET if has_beta else LAYER_NORM_BACKWARD_NO_BETA_TARGET
     return jax.ffi.ffi_call(target, outs)(
-        dy, x, variance.astype(f32), mean.astype(f32), kernel_gamma(gamma, zero_centered_gamma), epsilon=np.float32(epsilon)
+        dy,
+        x,
+        variance.astype(f32),
+        mean.astype(f32),
+        kernel_gamma(gamma, zero_centered_gamma),
+        epsilon=np.float32(epsilon),
     )
 
 

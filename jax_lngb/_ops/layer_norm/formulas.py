@@ -113,7 +113,16 @@ def stats_cotangent_jnp(ct_mean, ct_var, x, mean):
 
 
 def grad_jnp(
-    dy, x, variance, mean, gamma, *, epsilon: float, batch_dims: int = 0, res_dtype=None, zero_centered_gamma: bool = False
+    dy,
+    x,
+    variance,
+    mean,
+    gamma,
+    *,
+    epsilon: float,
+    batch_dims: int = 0,
+    res_dtype=None,
+    zero_centered_gamma: bool = False,
 ):
     """CANN LayerNormGrad (SPEC section 3): pd_x (x's dtype), res_for_gamma.
 

@@ -36,10 +36,9 @@ from jax.interpreters import ad, batching, mlir
 from ..._core import native
 from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl
-from .formulas import forward_jnp, kernel_gamma
 from ..._core.validate import check_batch_dims, check_bool, check_choice, check_epsilon, check_kernel_dtype, check_param
 from ..primitives import (
     BACKWARDS,
@@ -49,6 +48,7 @@ from ..primitives import (
     layer_norm_forward_p,
     layer_norm_tangent_p,
 )
+from .formulas import forward_jnp, kernel_gamma
 
 
 def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5, zero_centered_gamma: bool = False):
@@ -68,7 +68,10 @@ def layer_norm_forward_ref(x, gamma, beta, *, epsilon: float = 1e-5, zero_center
 def _split(args, has_beta):
     """(x, gamma, beta or None) of the operands, which omit beta without one."""
     if len(args) != 2 + bool(has_beta):
-        raise TypeError(f"layer_norm: {len(args)} operands for has_beta={has_beta}: expected x, gamma" + (", beta" if has_beta else ""))
+        raise TypeError(
+            f"layer_norm: {len(args)} operands for has_beta={has_beta}: expected x, gamma"
+            + (", beta" if has_beta else "")
+        )
     return (*args, None) if not has_beta else tuple(args)
 
 

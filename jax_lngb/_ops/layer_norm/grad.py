@@ -42,10 +42,9 @@ from jax.interpreters import ad, batching, mlir
 from ..._core import native
 from ..._core.avals import derived_aval
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
+from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..._core.ffi_call import apply_impl
-from .formulas import grad_jnp, kernel_gamma
 from ..._core.validate import (
     check_batch_dims,
     check_bool,
@@ -61,7 +60,7 @@ from ..primitives import (
     layer_norm_grad_local_p,
     layer_norm_grad_p,
 )
-
+from .formulas import grad_jnp, kernel_gamma
 
 # The kernel on the rows one device holds (bound only by the lowering of
 # layer_norm_grad_p; same parameters, same abstract evaluation).
@@ -163,7 +162,14 @@ for _p in (layer_norm_grad_p, layer_norm_grad_local_p):
 def _grad_jnp(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centered_gamma=False):
     return list(
         grad_jnp(
-            dy, x, variance, mean, gamma, epsilon=epsilon, batch_dims=batch_dims, zero_centered_gamma=zero_centered_gamma
+            dy,
+            x,
+            variance,
+            mean,
+            gamma,
+            epsilon=epsilon,
+            batch_dims=batch_dims,
+            zero_centered_gamma=zero_centered_gamma,
         )
     )
 
@@ -173,7 +179,12 @@ def _cpu_call(dy, x, variance, mean, gamma, *, epsilon, batch_dims, zero_centere
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
     f32 = jnp.float32
     return jax.ffi.ffi_call(LAYER_NORM_GRAD_TARGET, (out, out))(
-        dy, x, variance.astype(f32), mean.astype(f32), kernel_gamma(gamma, zero_centered_gamma), epsilon=np.float32(epsilon)
+        dy,
+        x,
+        variance.astype(f32),
+        mean.astype(f32),
+        kernel_gamma(gamma, zero_centered_gamma),
+        epsilon=np.float32(epsilon),
     )
 
 

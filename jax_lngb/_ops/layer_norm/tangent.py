@@ -39,7 +39,6 @@ from jax.interpreters import ad, batching, mlir
 from ..._core.avals import derived_aval, psum_to_match
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.ffi_call import apply_impl
-from .formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
 from ..._core.validate import (
     KERNEL_DTYPES,
     check_batch_dims,
@@ -59,6 +58,7 @@ from ..primitives import (
     layer_norm_grad_p,
     layer_norm_tangent_p,
 )
+from .formulas import stats_cotangent_jnp, stats_tangent_jnp, tangent_jnp
 
 
 def _kinds(has_beta):
@@ -77,7 +77,7 @@ def layer_norm_tangent_ref(
 ):
     """Oracle: the formulas above in float64 NumPy (t_beta may be None).
     Returns (t_y, t_mean, t_var)."""
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    f = lambda a: np.asarray(a, np.float64)
     tx, x2 = f(t_x), f(x) - f(mean)[..., None]
     h = x2.shape[-1]
     rstd = 1.0 / np.sqrt(f(variance)[..., None] + epsilon)

@@ -41,8 +41,6 @@ from ..._core.batching import PARAM, ROWS, move_to_groups
 from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, SUM_H, RowLayout, float32_sums, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..layer_norm.formulas import kernel_gamma
-from .formulas import backward_jnp, grad_jnp
 from ..._core.validate import (
     check_batch_dims,
     check_bool,
@@ -52,6 +50,7 @@ from ..._core.validate import (
     check_same_dtype,
     check_same_shape,
 )
+from ..layer_norm.formulas import kernel_gamma
 from ..primitives import (
     RMS_NORM_BACKWARD_TARGET,
     layer_norm_grad_beta_local_p,
@@ -59,6 +58,7 @@ from ..primitives import (
     rms_norm_backward_p,
     rms_norm_tangent_p,
 )
+from .formulas import backward_jnp, grad_jnp
 
 
 def check_backward_operands(fn, dy, x, rstd, gamma, batch_dims) -> int:
@@ -99,7 +99,11 @@ for _p in (rms_norm_backward_p, rms_norm_backward_local_p):
 
 
 def _backward_jnp(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):
-    return list(backward_jnp(dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype, zero_centered_gamma=zero_centered_gamma))
+    return list(
+        backward_jnp(
+            dy, x, rstd, gamma, batch_dims=batch_dims, out_dtype=out_dtype, zero_centered_gamma=zero_centered_gamma
+        )
+    )
 
 
 def _backward_via_grad_beta(dy, x, rstd, gamma, *, batch_dims, out_dtype, zero_centered_gamma=False):

@@ -36,9 +36,8 @@ from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.ffi_call import apply_impl
 from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_partitioning
 from ..._core.partitioning import ROWS as ROWS_ROLE
-from ..layer_norm.formulas import kernel_gamma
-from .formulas import forward_jnp
 from ..._core.validate import check_batch_dims, check_bool, check_choice, check_epsilon, check_kernel_dtype, check_param
+from ..layer_norm.formulas import kernel_gamma
 from ..primitives import (
     BACKWARDS,
     RMS_NORM_FORWARD_TARGET,
@@ -46,7 +45,7 @@ from ..primitives import (
     rms_norm_forward_p,
     rms_norm_tangent_p,
 )
-
+from .formulas import forward_jnp
 
 # --------------------------------------------------------- abstract evaluation
 

@@ -33,13 +33,13 @@ from ..._core.partitioning import PARAM_H, ROWS_H, RowLayout, register_row_parti
 from ..._core.partitioning import ROWS as ROWS_ROLE
 from ..._core.validate import check_bool
 from ..layer_norm.formulas import kernel_gamma
-from .formulas import grad_jnp
-from .backward import check_backward_operands
 from ..primitives import (
     RMS_NORM_GRAD_TARGET,
     rms_norm_grad_local_p,
     rms_norm_grad_p,
 )
+from .backward import check_backward_operands
+from .formulas import grad_jnp
 
 
 def _abstract_eval(dy, x, rstd, gamma, *, batch_dims, zero_centered_gamma=False):

@@ -30,7 +30,6 @@ from jax.interpreters import ad, batching, mlir
 from ..._core.avals import derived_aval, psum_to_match
 from ..._core.batching import PARAM, ROWS, row_wise_batcher
 from ..._core.ffi_call import apply_impl
-from .formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
 from ..._core.validate import (
     KERNEL_DTYPES,
     check_batch_dims,
@@ -49,14 +48,14 @@ from ..primitives import (
     rms_norm_grad_p,
     rms_norm_tangent_p,
 )
-
+from .formulas import rstd_cotangent_jnp, rstd_tangent_jnp, tangent_jnp
 
 _KINDS = (ROWS, PARAM, ROWS, ROWS, PARAM)
 
 
 def rms_norm_tangent_ref(t_x, t_gamma, x, rstd, gamma):
     """Oracle: the formulas above in float64 NumPy. Returns (t_y, t_rstd)."""
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    f = lambda a: np.asarray(a, np.float64)
     tx, x64, r = f(t_x), f(x), f(rstd)[..., None]
     b = (tx * x64).sum(-1, keepdims=True)
     t_r = -(r**3) * b / x64.shape[-1]

@@ -33,10 +33,11 @@ import re
 import struct
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jax_lngb import tiling
 
@@ -416,12 +417,16 @@ def main() -> int:
             rows.append((where, "tiling", nd_err or "accepted", nd_rej or "accepted", c.note))
             t.mismatches += 1
 
-    print(f"{'API':<18} {'shapes':>6} {'cases':>6} {'tilings =':>9} {'bounds =':>8} {'both reject':>11} "
-          f"{'stricter':>8} {'mismatch':>8}  fields")
+    print(
+        f"{'API':<18} {'shapes':>6} {'cases':>6} {'tilings =':>9} {'bounds =':>8} {'both reject':>11} "
+        f"{'stricter':>8} {'mismatch':>8}  fields"
+    )
     for k, a in APIS.items():
         t = tally[k]
-        print(f"{a.name:<18} {len(t.shapes):>6} {t.cases:>6} {t.tilings_equal:>9} {t.max_min_equal:>8} "
-              f"{t.rejected_by_both:>11} {sum(t.stricter.values()):>8} {t.mismatches:>8}  {len(fields[k])}")
+        print(
+            f"{a.name:<18} {len(t.shapes):>6} {t.cases:>6} {t.tilings_equal:>9} {t.max_min_equal:>8} "
+            f"{t.rejected_by_both:>11} {sum(t.stricter.values()):>8} {t.mismatches:>8}  {len(fields[k])}"
+        )
     for k, a in APIS.items():
         for reason, n in sorted(tally[k].stricter.items()):
             ex = examples.get((k, reason))
