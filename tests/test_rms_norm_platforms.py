@@ -103,4 +103,7 @@ def test_ascend_runs_the_rms_norm_kernels_and_dgamma_on_layer_norm_grad_beta():
         if name.startswith("fused"):
             assert targets == ["jax_lngb_ascend_rms_norm_backward", "jax_lngb_ascend_rms_norm_forward"], (name, targets)
         else:
-            assert targets == ["jax_lngb_ascend_layer_norm_grad_beta", "jax_lngb_ascend_rms_norm_forward"], (name, targets)
+            assert targets == ["jax_lngb_ascend_layer_norm_grad_beta", "jax_lngb_ascend_rms_norm_forward"], (
+                name,
+                targets,
+            )

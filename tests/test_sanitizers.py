@@ -71,7 +71,9 @@ def check_summaries(out: str, sections: int) -> None:
         assert int(cases) > 0 and int(failed) == 0, out[-4000:]
     # The timing driver ran once too and printed its figures.
     assert re.search(r"kernel [0-9.]+ ms .* probe [0-9.]+ ms .* kernel / probe [0-9.]+", out), out[-4000:]
-    assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out and "WARNING: ThreadSanitizer" not in out
+    assert (
+        "ERROR: AddressSanitizer" not in out and "runtime error:" not in out and "WARNING: ThreadSanitizer" not in out
+    )
 
 
 @pytest.mark.slow
