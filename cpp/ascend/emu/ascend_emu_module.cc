@@ -58,11 +58,9 @@ NB_MODULE(_ascend_emu, m) {
       "registrations",
       [] {
         nb::dict d;
-        d["jax_lngb_ascend_layer_norm_grad_beta"] =
-            nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscendEmu));
+        d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscendEmu));
         d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscendEmu));
-        d["jax_lngb_ascend_rms_norm_backward"] =
-            nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscendEmu));
+        d["jax_lngb_ascend_rms_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscendEmu));
         return d;
       },
       "The Ascend FFI targets bound to the emulated launchers, for registration on the CPU platform.");
@@ -95,16 +93,18 @@ NB_MODULE(_ascend_emu, m) {
         }
         return result(r);
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"),
-      nb::arg("out_type_size"), nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"),
-      nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"), nb::arg("out_type_size"),
+      nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"), nb::arg("combine_block_dim"),
+      nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
 
   bind_norm_apis(m);
   bind_layer_norm_kernels(m);
 
   m.def(
       "run_selftest",
-      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) { return to_bytes(run_selftest(which, block_dim, ub_bytes)); },
+      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) {
+        return to_bytes(run_selftest(which, block_dim, ub_bytes));
+      },
       nb::arg("which"), nb::arg("block_dim"), nb::arg("ub_bytes"),
       "Runs one of the deliberately wrong kernels of emu/selftest_kernels.asc.");
 
@@ -132,8 +132,7 @@ NB_MODULE(_ascend_emu, m) {
         }
         return result(r);
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"),
-      nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"),
-      nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"), nb::arg("is_reuse_source"),
+      nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"), nb::arg("npu_arch"));
   m.attr("ffi_api_version") = nb::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
 }

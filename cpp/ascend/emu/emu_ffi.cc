@@ -64,10 +64,9 @@ ffi::Error GradBetaAscendEmu(ffi::AnyBuffer res, ffi::AnyBuffer dy, ffi::Buffer<
                              ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta,
                              ffi::Result<ffi::Buffer<ffi::F32>> workspace, uint32_t block_dim,
                              uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t rows,
-                             uint32_t h_length, uint32_t original_h_length,
-                             uint32_t tile_rows, uint32_t num_groups, uint32_t stack_buffer_bytes,
-                             uint32_t one_cal_size) {
-  const GradBetaAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length,
+                             uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows, uint32_t num_groups,
+                             uint32_t stack_buffer_bytes, uint32_t one_cal_size) {
+  const GradBetaAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows,        h_length, original_h_length,
                         tile_rows, num_groups,        stack_buffer_bytes,    one_cal_size};
   return grad_beta_ascend(emu_launch_grad_beta, res, dy, tiling, pd_gamma, pd_beta, workspace, a);
 }

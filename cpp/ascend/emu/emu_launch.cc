@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
-#include "ascend/grad_beta_kernel.asc"
 #include "ascend/emu/probe_kernels.asc"
 #include "ascend/emu/selftest_kernels.asc"
+#include "ascend/grad_beta_kernel.asc"
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {
@@ -44,8 +44,8 @@ GradBetaEmuResult run_grad_beta(const GradBetaEmuArgs& a) {
   out.partials = dev.launch(
       half_in ? "jax_lngb_grad_beta_partials_f16" : "jax_lngb_grad_beta_partials_f32", a.block_dim,
       [&] {
-        (half_in ? jax_lngb_grad_beta_partials_f16 : jax_lngb_grad_beta_partials_f32)(res.data(), dy.data(),
-                                                                                        ws.data(), tiling.data());
+        (half_in ? jax_lngb_grad_beta_partials_f16 : jax_lngb_grad_beta_partials_f32)(res.data(), dy.data(), ws.data(),
+                                                                                      tiling.data());
       },
       a.reverse_core_order);
   const bool half_out = a.out_type_size == 2;
@@ -53,7 +53,7 @@ GradBetaEmuResult run_grad_beta(const GradBetaEmuArgs& a) {
       half_out ? "jax_lngb_grad_beta_combine_f16" : "jax_lngb_grad_beta_combine_f32", a.combine_block_dim,
       [&] {
         (half_out ? jax_lngb_grad_beta_combine_f16 : jax_lngb_grad_beta_combine_f32)(ws.data(), gamma.data(),
-                                                                                      beta.data(), tiling.data());
+                                                                                     beta.data(), tiling.data());
       },
       a.reverse_core_order);
   out.pd_gamma = gamma.bytes;
@@ -79,7 +79,7 @@ GradBetaEmuResult run_probe(const ProbeEmuArgs& a) {
   GmRegion& gamma = dev.alloc("pd_gamma", size_t(a.h * a.type_size));
   GmRegion& beta = dev.alloc("pd_beta", size_t(a.h * a.type_size));
 
-  auto* kernel = a.type_size == 2  ? jax_lngb_probe_grad_beta_f16
+  auto* kernel = a.type_size == 2    ? jax_lngb_probe_grad_beta_f16
                  : a.is_reuse_source ? jax_lngb_probe_grad_beta_f32_reuse
                                      : jax_lngb_probe_grad_beta_f32;
   GradBetaEmuResult out;

@@ -15,16 +15,16 @@ struct GradBetaEmuArgs {
   const uint8_t* res = nullptr;  // [rows, h] of in_type_size bytes each, row major
   const uint8_t* dy = nullptr;
   uint64_t rows = 0;
-  uint64_t h = 0;                // storage H
-  uint32_t in_type_size = 4;     // 4: float, 2: half
+  uint64_t h = 0;             // storage H
+  uint32_t in_type_size = 4;  // 4: float, 2: half
   uint32_t out_type_size = 4;
-  std::vector<uint8_t> tiling;   // the kernels' tiling bytes (normally a plan's)
+  std::vector<uint8_t> tiling;  // the kernels' tiling bytes (normally a plan's)
   uint64_t workspace_bytes = 0;
   uint32_t block_dim = 1;
   uint32_t combine_block_dim = 1;
-  uint64_t ub_bytes = 196608;    // per core
+  uint64_t ub_bytes = 196608;  // per core
   bool reverse_core_order = false;
-  uint32_t npu_arch = 2201;      // 2002, 2201 or 3510: which LayerNormGradBeta implementation runs
+  uint32_t npu_arch = 2201;  // 2002, 2201 or 3510: which LayerNormGradBeta implementation runs
 };
 
 struct GradBetaEmuResult {

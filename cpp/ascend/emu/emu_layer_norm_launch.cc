@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 #include "ascend/layer_norm_kernels.asc"
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {

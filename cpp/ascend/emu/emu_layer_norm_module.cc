@@ -56,7 +56,8 @@ void bind_layer_norm_kernels(nb::module_& m) {
       "layer_norm_registrations",
       [] {
         nb::dict d;
-        d["jax_lngb_ascend_layer_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscendEmu));
+        d["jax_lngb_ascend_layer_norm_forward"] =
+            nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscendEmu));
         d["jax_lngb_ascend_layer_norm_grad"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormGradAscendEmu));
         d["jax_lngb_ascend_layer_norm_backward"] =
             nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscendEmu));
@@ -100,10 +101,10 @@ void bind_layer_norm_kernels(nb::module_& m) {
 
   m.def(
       "run_layer_norm_backward",
-      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var,
-         const nb::bytes& gamma, uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused,
-         const nb::bytes& tiling, uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim,
-         uint32_t combine_block_dim, uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
+      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var, const nb::bytes& gamma,
+         uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused, const nb::bytes& tiling,
+         uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim, uint32_t combine_block_dim,
+         uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
         ascend::LayerNormBackwardLaunch l;
         l.fused = fused;
         l.in_type = elem(type_size, "type_size");

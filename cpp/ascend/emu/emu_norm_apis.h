@@ -133,8 +133,8 @@ struct LayerNormGradShapeInfo {
 
 namespace emu_detail {
 
-constexpr uint32_t kRepeatLanes = 64;   // fp32 lanes of one 256-byte vector repeat
-constexpr uint32_t kMaxRepeats = 255;   // the 8-bit repeat count of a vector instruction
+constexpr uint32_t kRepeatLanes = 64;  // fp32 lanes of one 256-byte vector repeat
+constexpr uint32_t kMaxRepeats = 255;  // the 8-bit repeat count of a vector instruction
 
 inline std::string num(uint64_t v) { return std::to_string(v); }
 
@@ -219,8 +219,9 @@ struct FrameworkTmp {
   explicit FrameworkTmp(const std::string& api) {
     auto& c = core();
     if (!c.pipe_live)
-      fault(api + " without sharedTmpBuffer needs a live TPipe (its temporary space is the UB after TPipe's "
-                  "buffers)");
+      fault(api +
+            " without sharedTmpBuffer needs a live TPipe (its temporary space is the UB after TPipe's "
+            "buffers)");
     const uint64_t end = c.ub.size() - (c.device->npu_arch() == 2201 ? 128 : 0);
     if (end <= c.ub_used)
       fault(api + " without sharedTmpBuffer: no unified buffer is left for its temporary space (TPipe's buffers use " +
@@ -567,10 +568,9 @@ inline void lng_after_x1_x2(const float* var, float eps, const GradBuffers& p, f
 
 template <typename T, bool isReuseSource>
 void layer_norm_grad(const LocalTensor<T>& outputPdX, const LocalTensor<T>& resForGamma, const LocalTensor<T>& inputDy,
-                     const LocalTensor<T>& inputX, const LocalTensor<T>& inputVariance,
-                     const LocalTensor<T>& inputMean, const LocalTensor<T>& inputGamma,
-                     const LocalTensor<uint8_t>& sharedTmpBuffer, T epsilon, const LayerNormGradTiling& t,
-                     const LayerNormGradShapeInfo& shapeInfo) {
+                     const LocalTensor<T>& inputX, const LocalTensor<T>& inputVariance, const LocalTensor<T>& inputMean,
+                     const LocalTensor<T>& inputGamma, const LocalTensor<uint8_t>& sharedTmpBuffer, T epsilon,
+                     const LayerNormGradTiling& t, const LayerNormGradShapeInfo& shapeInfo) {
   constexpr bool kHalf = std::is_same<T, half>::value;
   constexpr bool kReuse = isReuseSource && !kHalf;
   const std::string api = "LayerNormGrad";
@@ -585,8 +585,9 @@ void layer_norm_grad(const LocalTensor<T>& outputPdX, const LocalTensor<T>& resF
   check_field(api, t.nohCalSize % (kUbAlign / sizeof(T)) == 0,
               "nohCalSize = " + num(t.nohCalSize) + " rows is not a multiple of " + num(kUbAlign / sizeof(T)) +
                   " (each chunk's mean and variance must start 32-byte aligned)");
-  check_field(api, uint64_t(t.loopNum) * t.oneCalSize + t.tailSize == BSH && t.tailSize < t.oneCalSize &&
-                       uint64_t(t.nohTailSize) * H == t.tailSize,
+  check_field(api,
+              uint64_t(t.loopNum) * t.oneCalSize + t.tailSize == BSH && t.tailSize < t.oneCalSize &&
+                  uint64_t(t.nohTailSize) * H == t.tailSize,
               "loopNum * oneCalSize + tailSize is not bLength * sLength * hLength = " + num(BSH));
 
   T* dy = api_span(api, "inputDy", inputDy, BSH);
@@ -602,7 +603,12 @@ void layer_norm_grad(const LocalTensor<T>& outputPdX, const LocalTensor<T>& resF
   float* stack = reinterpret_cast<float*>(api_span(api, "sharedTmpBuffer", sharedTmpBuffer, tmp_bytes));
 
   const uint64_t base = BSH < H * H ? BSH : H * H;
-  check_tmp_minimum(api, tmp_bytes, base * (kHalf ? 9 : kReuse ? 4 : 6) * sizeof(T),
+  check_tmp_minimum(api, tmp_bytes,
+                    base *
+                        (kHalf    ? 9
+                         : kReuse ? 4
+                                  : 6) *
+                        sizeof(T),
                     "[B, S, H] = [" + num(t.bLength) + ", " + num(t.sLength) + ", " + num(H) + "]");
   if (tmp_bytes < t.stackBufferSize)
     fault(api + ": sharedTmpBuffer has " + num(tmp_bytes) + " bytes, the tiling's stackBufferSize is " +
@@ -706,17 +712,21 @@ void rms_norm(const LocalTensor<T>& dstLocal, const LocalTensor<T>& srcLocal, co
               "mainBshLength = " + num(t.mainBshLength) + " is not a positive mainBsLength * hLength");
   check_field(api, t.mainBsLengthAlign >= t.mainBsLength && t.mainBsLengthAlign % 8 == 0,
               "mainBsLengthAlign = " + num(t.mainBsLengthAlign) + " is not mainBsLength rounded up to 8");
-  check_field(api, uint64_t(t.loopRound) * t.mainBshLength + t.tailBshLength == BSH &&
-                       t.inputTailPos == uint64_t(t.loopRound) * t.mainBshLength &&
-                       uint64_t(t.tailBsLength) * H == t.tailBshLength && t.tailBsLength <= t.mainBsLength,
+  check_field(api,
+              uint64_t(t.loopRound) * t.mainBshLength + t.tailBshLength == BSH &&
+                  t.inputTailPos == uint64_t(t.loopRound) * t.mainBshLength &&
+                  uint64_t(t.tailBsLength) * H == t.tailBshLength && t.tailBsLength <= t.mainBsLength,
               "loopRound * mainBshLength + tailBshLength is not bLength * sLength * hLength = " + num(BSH) +
                   " (or the tail is misplaced)");
   if (!isBasicBlock && t.originalHLength < 2)
-    fault(api + ": originalHLength = 1: CANN's row reduction starts at two elements and never writes the sum of a "
-                "one-element row (the result would be whatever the temporary held)");
+    fault(api +
+          ": originalHLength = 1: CANN's row reduction starts at two elements and never writes the sum of a "
+          "one-element row (the result would be whatever the temporary held)");
   if (isBasicBlock && (H % kRepeatLanes != 0 || H >= 2048 || BS % 8 != 0))
-    fault(api + ": isBasicBlock needs hLength a multiple of 64 below 2048 and bLength * sLength a multiple of 8; got "
-                "hLength = " + num(H) + ", bLength * sLength = " + num(BS));
+    fault(api +
+          ": isBasicBlock needs hLength a multiple of 64 below 2048 and bLength * sLength a multiple of 8; got "
+          "hLength = " +
+          num(H) + ", bLength * sLength = " + num(BS));
   // The row-broadcast multiply by gamma repeats once per row for H < 64,
   // and for a partial last 64-lane block when H/64 < rows.
   const auto repeats_per_row = [&](uint64_t rows) {
@@ -837,8 +847,7 @@ void LayerNormGrad(const LocalTensor<T>& outputPdX, const LocalTensor<T>& resFor
                    const LocalTensor<T>& inputX, const LocalTensor<T>& inputVariance, const LocalTensor<T>& inputMean,
                    const LocalTensor<T>& inputGamma, LocalTensor<uint8_t>& sharedTmpBuffer, T epsilon,
                    LayerNormGradTiling& tiling, const LayerNormGradShapeInfo& shapeInfo = {}) {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value,
-                "LayerNormGrad supports half and float");
+  static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "LayerNormGrad supports half and float");
   static_assert(!(isReuseSource && std::is_same<T, half>::value), "isReuseSource is not supported for half");
   emu_detail::layer_norm_grad<T, isReuseSource>(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputMean,
                                                 inputGamma, sharedTmpBuffer, epsilon, tiling, shapeInfo);

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 #include "ascend/emu/norm_api_kernels.asc"
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {

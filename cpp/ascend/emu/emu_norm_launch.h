@@ -12,9 +12,9 @@
 namespace jax_lngb::emu {
 
 struct NormApiArgs {
-  std::string api;             // "layer_norm", "layer_norm_grad" or "rms_norm"
-  uint32_t type_size = 4;      // 4: float, 2: half
-  bool flag = false;           // isReuseSource (LayerNorm, LayerNormGrad) or isBasicBlock (RmsNorm)
+  std::string api;               // "layer_norm", "layer_norm_grad" or "rms_norm"
+  uint32_t type_size = 4;        // 4: float, 2: half
+  bool flag = false;             // isReuseSource (LayerNorm, LayerNormGrad) or isBasicBlock (RmsNorm)
   uint32_t b = 0, s = 0, h = 0;  // storage shape
   // Operands, row major, of type_size bytes each:
   //   layer_norm:      x [B,S,H], gamma [H], beta [H]
@@ -24,8 +24,8 @@ struct NormApiArgs {
   std::vector<uint32_t> api_tiling;  // the API's tiling struct as 32-bit words
   uint32_t tmp_bytes = 0;            // sharedTmpBuffer; 0: the overload without one
   float epsilon = 0;
-  std::string mode = "normal";       // or "misaligned", "wrong_position", "overlap"
-  uint32_t calls = 1;                // API calls with the one tiling object
+  std::string mode = "normal";  // or "misaligned", "wrong_position", "overlap"
+  uint32_t calls = 1;           // API calls with the one tiling object
   uint64_t ub_bytes = 196608;
   uint32_t npu_arch = 2201;
 };

@@ -104,8 +104,9 @@ ffi::Error RmsNormBackwardAscendEmu(ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Bu
                                     uint32_t block_dim, uint32_t combine_block_dim, uint32_t combine_cols_per_core,
                                     uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,
                                     uint32_t num_tiles, uint32_t num_groups) {
-  const RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows,      h_length,
-                               original_h_length, tile_rows, num_tiles,             num_groups};
+  const RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core,
+                               rows,      h_length,          original_h_length,
+                               tile_rows, num_tiles,         num_groups};
   return rms_norm_backward_ascend(emu_backward, dy, x, rstd, gamma, tiling, dx, pd_gamma, pd_beta, workspace, a);
 }
 

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 #include "ascend/emu/emu_rms_norm_apis.h"
 #include "ascend/rms_norm_kernel.asc"
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 // grad_beta_kernel.asc's combine kernels, compiled in emu_launch.cc.
 extern "C" void jax_lngb_grad_beta_combine_f32(GM_ADDR workspace, GM_ADDR pd_gamma, GM_ADDR pd_beta, GM_ADDR tiling);

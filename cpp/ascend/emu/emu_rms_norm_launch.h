@@ -14,9 +14,9 @@ struct RmsNormForwardEmuArgs {
   const uint8_t* x = nullptr;    // [rows, h], type_size bytes each
   const float* gamma = nullptr;  // [h]
   uint64_t rows = 0;
-  uint64_t h = 0;                // storage H
-  uint32_t type_size = 4;        // 4: float, 2: half
-  std::vector<uint8_t> tiling;   // RmsNormForwardKernelTiling bytes
+  uint64_t h = 0;               // storage H
+  uint32_t type_size = 4;       // 4: float, 2: half
+  std::vector<uint8_t> tiling;  // RmsNormForwardKernelTiling bytes
   uint64_t rstd_elems = 0;
   uint32_t block_dim = 1;
   uint64_t ub_bytes = 196608;
@@ -39,7 +39,7 @@ struct RmsNormBackwardEmuArgs {
   uint64_t h = 0;
   uint32_t type_size = 4;
   uint32_t out_type_size = 4;
-  std::vector<uint8_t> tiling;   // RmsNormBackwardKernelTiling bytes
+  std::vector<uint8_t> tiling;  // RmsNormBackwardKernelTiling bytes
   uint64_t rstd_elems = 0;
   uint64_t workspace_bytes = 0;
   uint32_t block_dim = 1;

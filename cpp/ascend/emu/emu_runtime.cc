@@ -31,8 +31,7 @@ bool in_kernel() { return g_core != nullptr; }
 
 Device::Device(uint64_t ub_bytes, uint32_t npu_arch) : ub_bytes_(ub_bytes), npu_arch_(npu_arch) {
   if (ub_bytes < 1024 || ub_bytes % kBlock != 0 || ub_bytes > (uint64_t(1) << 31))
-    throw std::invalid_argument("ub_bytes must be a multiple of 32 in [1024, 2^31]; got " +
-                                std::to_string(ub_bytes));
+    throw std::invalid_argument("ub_bytes must be a multiple of 32 in [1024, 2^31]; got " + std::to_string(ub_bytes));
   if (npu_arch != 2002 && npu_arch != 2201 && npu_arch != 3510)
     throw std::invalid_argument("npu_arch must be 2002, 2201 or 3510; got " + std::to_string(npu_arch));
 }
@@ -76,8 +75,8 @@ void Device::record_gm(const void* p, size_t bytes, bool write, const char* what
     int32_t& rd = r.reader[blk];
     if (w >= 0 && w != me)
       fault(std::string(what) + ": core " + std::to_string(me) + " " + (write ? "writes" : "reads") +
-            " the 32-byte block at offset " + std::to_string(blk * kBlock) + " of '" + r.name +
-            "' that core " + std::to_string(w) +
+            " the 32-byte block at offset " + std::to_string(blk * kBlock) + " of '" + r.name + "' that core " +
+            std::to_string(w) +
             " wrote in the same launch (a race on the NPU: hand results over through a second launch)");
     if (write) {
       if (rd == -2 || (rd >= 0 && rd != me))

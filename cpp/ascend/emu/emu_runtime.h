@@ -45,12 +45,12 @@ struct GmRegion {
 // Counters of one launch, summed over cores (peaks are maxima).
 struct LaunchStats {
   uint32_t block_dim = 0;
-  uint64_t ub_peak_bytes = 0;        // largest UB footprint of any core
-  uint64_t gm_read_bytes = 0;        // DataCopy GM -> UB
-  uint64_t gm_write_bytes = 0;       // DataCopy UB -> GM
+  uint64_t ub_peak_bytes = 0;   // largest UB footprint of any core
+  uint64_t gm_read_bytes = 0;   // DataCopy GM -> UB
+  uint64_t gm_write_bytes = 0;  // DataCopy UB -> GM
   uint64_t data_copies = 0;
   uint64_t vector_ops = 0;
-  uint64_t api_calls = 0;            // high-level API calls (LayerNormGradBeta, LayerNorm, LayerNormGrad, RmsNorm)
+  uint64_t api_calls = 0;             // high-level API calls (LayerNormGradBeta, LayerNorm, LayerNormGrad, RmsNorm)
   uint32_t queue_buffers_cycled = 0;  // most distinct buffers one queue handed out (2: double buffering)
 };
 
@@ -64,12 +64,12 @@ struct CoreState {
   std::vector<uint8_t> ub;  // the unified buffer
   uint64_t ub_used = 0;     // bump allocator of TPipe::InitBuffer
   bool pipe_live = false;
-  int64_t buffers_in_use = 0;  // queue buffers allocated and not freed
+  int64_t buffers_in_use = 0;               // queue buffers allocated and not freed
   uint32_t queue_buffers_per_pos[16] = {};  // InitBuffer'd queue buffers per TPosition
   LaunchStats* stats = nullptr;
 };
 
-CoreState& core();           // faults when no kernel is running
+CoreState& core();  // faults when no kernel is running
 bool in_kernel();
 
 class Device {

@@ -123,11 +123,16 @@ constexpr uint32_t kMaxQueueBuffersPerPosition = 8;  // hardware sync event IDs 
 
 template <typename T>
 constexpr const char* type_name() {
-  if constexpr (std::is_same<T, float>::value) return "float";
-  else if constexpr (std::is_same<T, half>::value) return "half";
-  else if constexpr (std::is_same<T, uint8_t>::value) return "uint8_t";
-  else if constexpr (std::is_same<T, uint32_t>::value) return "uint32_t";
-  else return "T";
+  if constexpr (std::is_same<T, float>::value)
+    return "float";
+  else if constexpr (std::is_same<T, half>::value)
+    return "half";
+  else if constexpr (std::is_same<T, uint8_t>::value)
+    return "uint8_t";
+  else if constexpr (std::is_same<T, uint32_t>::value)
+    return "uint32_t";
+  else
+    return "T";
 }
 
 // One UB buffer: a queue buffer or a TBuf.
@@ -136,7 +141,7 @@ struct Slot {
   uint32_t offset = 0;  // bytes from the UB start
   uint32_t len = 0;     // bytes
   State state = kFree;
-  uint64_t gen = 0;     // bumped by FreeTensor: older tensors are stale
+  uint64_t gen = 0;  // bumped by FreeTensor: older tensors are stale
   bool used = false;
 };
 
@@ -145,9 +150,8 @@ inline uint32_t ub_alloc(uint64_t len, const char* what) {
   if (!c.pipe_live) fault(std::string(what) + " without a live TPipe");
   const uint64_t aligned = (len + kUbAlign - 1) / kUbAlign * kUbAlign;  // InitBuffer rounds up to 32 bytes
   if (c.ub_used + aligned > c.ub.size())
-    fault(std::string("unified buffer overflow: ") + what + " needs " + std::to_string(aligned) +
-          " bytes at offset " + std::to_string(c.ub_used) + ", the unified buffer has " +
-          std::to_string(c.ub.size()) + " bytes");
+    fault(std::string("unified buffer overflow: ") + what + " needs " + std::to_string(aligned) + " bytes at offset " +
+          std::to_string(c.ub_used) + ", the unified buffer has " + std::to_string(c.ub.size()) + " bytes");
   const uint32_t off = uint32_t(c.ub_used);
   c.ub_used += aligned;
   if (c.stats) c.stats->ub_peak_bytes = std::max<uint64_t>(c.stats->ub_peak_bytes, c.ub_used);
@@ -160,20 +164,34 @@ constexpr bool is_ub_position(TPosition p) {
 
 inline const char* position_name(TPosition p) {
   switch (p) {
-    case TPosition::GM: return "GM";
-    case TPosition::VECIN: return "VECIN";
-    case TPosition::VECOUT: return "VECOUT";
-    case TPosition::VECCALC: return "VECCALC";
-    case TPosition::A1: return "A1";
-    case TPosition::A2: return "A2";
-    case TPosition::B1: return "B1";
-    case TPosition::B2: return "B2";
-    case TPosition::C1: return "C1";
-    case TPosition::C2: return "C2";
-    case TPosition::CO1: return "CO1";
-    case TPosition::CO2: return "CO2";
-    case TPosition::SPM: return "SPM";
-    case TPosition::TSCM: return "TSCM";
+    case TPosition::GM:
+      return "GM";
+    case TPosition::VECIN:
+      return "VECIN";
+    case TPosition::VECOUT:
+      return "VECOUT";
+    case TPosition::VECCALC:
+      return "VECCALC";
+    case TPosition::A1:
+      return "A1";
+    case TPosition::A2:
+      return "A2";
+    case TPosition::B1:
+      return "B1";
+    case TPosition::B2:
+      return "B2";
+    case TPosition::C1:
+      return "C1";
+    case TPosition::C2:
+      return "C2";
+    case TPosition::CO1:
+      return "CO1";
+    case TPosition::CO2:
+      return "CO2";
+    case TPosition::SPM:
+      return "SPM";
+    case TPosition::TSCM:
+      return "TSCM";
   }
   return "?";
 }
@@ -270,8 +288,8 @@ class LocalTensor {
                         " is not 32-byte aligned");
     if (first + count > size_)
       emu_detail::fault(std::string(op) + ": " + std::to_string(count) + " " + emu_detail::type_name<T>() +
-                        " elements from element " + std::to_string(first) +
-                        " run past the end of a LocalTensor of " + std::to_string(size_) + " elements");
+                        " elements from element " + std::to_string(first) + " run past the end of a LocalTensor of " +
+                        std::to_string(size_) + " elements");
     return reinterpret_cast<T*>(emu_detail::core().ub.data() + byte_off_) + first;
   }
 
@@ -295,8 +313,8 @@ class GlobalTensor {
     auto& r = dev.region_of(buffer, bufferSize * sizeof(T), "GlobalTensor::SetGlobalBuffer");
     const auto off = reinterpret_cast<const uint8_t*>(buffer) - r.data();
     if (off % sizeof(T) != 0)
-      emu_detail::fault("GlobalTensor::SetGlobalBuffer: address at offset " + std::to_string(off) + " of '" +
-                        r.name + "' is not aligned to sizeof(" + emu_detail::type_name<T>() + ")");
+      emu_detail::fault("GlobalTensor::SetGlobalBuffer: address at offset " + std::to_string(off) + " of '" + r.name +
+                        "' is not aligned to sizeof(" + emu_detail::type_name<T>() + ")");
     base_ = buffer;
     size_ = bufferSize;
   }
@@ -329,8 +347,8 @@ class GlobalTensor {
     if (!base_) emu_detail::fault(std::string(op) + ": GlobalTensor used before SetGlobalBuffer");
     if (first + count > size_)
       emu_detail::fault(std::string(op) + ": " + std::to_string(count) + " elements from element " +
-                        std::to_string(first) + " run past the end of a GlobalTensor of " +
-                        std::to_string(size_) + " elements");
+                        std::to_string(first) + " run past the end of a GlobalTensor of " + std::to_string(size_) +
+                        " elements");
     emu_detail::core().device->record_gm(base_ + first, count * sizeof(T), write, op);
     return base_ + first;
   }
@@ -570,8 +588,8 @@ void check_overlap(const LocalTensor<D>& d, uint64_t nd, const LocalTensor<S>& s
 }
 
 template <typename T>
-void binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int64_t count,
-            const char* op, T (*f)(T, T)) {
+void binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int64_t count, const char* op,
+            T (*f)(T, T)) {
   static_assert(std::is_same<T, float>::value, "only float vector arithmetic is emulated");
   const uint32_t n = check_count(count, op);
   if (n == 0) return;  // a NOP on dav-2201
@@ -665,8 +683,9 @@ inline void reduce_rows(const LocalTensor<float>& dst, const LocalTensor<float>&
   for (; r < rows; ++r) Add(dst, src[r * h], dst, int32_t(h));
 }
 
-inline void compute_chunk(const LocalTensor<float>& res, const LocalTensor<float>& dy, const LocalTensor<float>& pdGamma,
-                          const LocalTensor<float>& pdBeta, const GradBetaParams& p, bool clear) {
+inline void compute_chunk(const LocalTensor<float>& res, const LocalTensor<float>& dy,
+                          const LocalTensor<float>& pdGamma, const LocalTensor<float>& pdBeta, const GradBetaParams& p,
+                          bool clear) {
   Mul(p.resForGammaTmp, dy, res, int32_t(p.bshCurLength));  // fp32 products
   reduce_rows(pdGamma, p.resForGammaTmp, p.bsCurLength, p.hCurLength, clear);
   reduce_rows(pdBeta, dy, p.bsCurLength, p.hCurLength, clear);
@@ -702,8 +721,7 @@ void grad_beta_3510(const LocalTensor<T>& pdGamma, const LocalTensor<T>& pdBeta,
   const uint32_t h = tiling.hLength;
   const uint32_t rows = tiling.bsLength;
   if ((uint64_t(h) * sizeof(T)) % kUbAlign != 0)
-    fault("LayerNormGradBeta (3510): hLength * sizeof(T) must be a multiple of 32; got hLength = " +
-          std::to_string(h));
+    fault("LayerNormGradBeta (3510): hLength * sizeof(T) must be a multiple of 32; got hLength = " + std::to_string(h));
   if (rows > 65535)
     fault("LayerNormGradBeta (3510): bsLength = " + std::to_string(rows) +
           " rows, but this implementation counts rows in a uint16_t: a call with more than 65535 rows "

@@ -25,7 +25,8 @@ NB_MODULE(_ascend, m) {
         d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscend));
         d["jax_lngb_ascend_layer_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscend));
         d["jax_lngb_ascend_layer_norm_grad"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormGradAscend));
-        d["jax_lngb_ascend_layer_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscend));
+        d["jax_lngb_ascend_layer_norm_backward"] =
+            nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscend));
         d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscend));
         d["jax_lngb_ascend_rms_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscend));
         return d;

@@ -42,10 +42,9 @@ inline bool elem_type(ffi::DataType t, ElemType* out) {
 
 // Launcher: callable as int(const GradBetaLaunch&, const char** message).
 template <class Launcher>
-ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuffer dy,
-                            ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> pd_gamma,
-                            ffi::Result<ffi::AnyBuffer> pd_beta, ffi::Result<ffi::Buffer<ffi::F32>> workspace,
-                            const GradBetaAttrs& a) {
+ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuffer dy, ffi::Buffer<ffi::U32> tiling,
+                            ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta,
+                            ffi::Result<ffi::Buffer<ffi::F32>> workspace, const GradBetaAttrs& a) {
   GradBetaLaunch l;
   if (!elem_type(res.element_type(), &l.in_type) || dy.element_type() != res.element_type())
     return invalid("res_for_gamma and dy must both be float32 or both float16");
@@ -55,8 +54,8 @@ ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuf
   if (dims.size() < 1 || dims.back() != int64_t(a.h_length))
     return invalid("res_for_gamma's last dimension must be h_length = " + std::to_string(a.h_length));
   if (res.element_count() != size_t(a.rows) * a.h_length || dy.element_count() != res.element_count())
-    return invalid("res_for_gamma and dy must hold rows * h_length = " +
-                   std::to_string(uint64_t(a.rows) * a.h_length) + " elements");
+    return invalid("res_for_gamma and dy must hold rows * h_length = " + std::to_string(uint64_t(a.rows) * a.h_length) +
+                   " elements");
   if (uint64_t(a.h_length) * elem_size(l.in_type) % 32 != 0 || uint64_t(a.h_length) * elem_size(l.out_type) % 32 != 0)
     return invalid("h_length must make 32-byte rows (pad H with zeros)");
   if (pd_gamma->element_count() != a.h_length || pd_beta->element_count() != a.h_length)
@@ -67,8 +66,8 @@ ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuf
   const uint64_t ws_elems = uint64_t(a.num_groups) * 2 * a.h_length;
   if (workspace->element_count() != ws_elems)
     return invalid("workspace must have num_groups * 2 * h_length = " + std::to_string(ws_elems) + " floats");
-  if (a.block_dim < 1 || a.block_dim > a.num_groups || a.original_h_length < 1 ||
-      a.original_h_length > a.h_length || a.tile_rows < 1 || a.tile_rows > a.rows)
+  if (a.block_dim < 1 || a.block_dim > a.num_groups || a.original_h_length < 1 || a.original_h_length > a.h_length ||
+      a.tile_rows < 1 || a.tile_rows > a.rows)
     return invalid("inconsistent launch attributes");
   // The combine kernel's cores must cover every column of H.
   if (a.combine_block_dim < 1 || uint64_t(a.combine_block_dim) * a.combine_cols_per_core < a.h_length)
@@ -88,28 +87,28 @@ ffi::Error grad_beta_ascend(Launcher&& launcher, ffi::AnyBuffer res, ffi::AnyBuf
   l.combine_block_dim = a.combine_block_dim;
   const char* message = "";
   if (const int rc = launcher(l, &message))
-    return ffi::Error(ffi::ErrorCode::kInternal, std::string("jax_lngb ascend: ") + message +
-                                                     " (code " + std::to_string(rc) + ")");
+    return ffi::Error(ffi::ErrorCode::kInternal,
+                      std::string("jax_lngb ascend: ") + message + " (code " + std::to_string(rc) + ")");
   return ffi::Error::Success();
 }
 
 }  // namespace jax_lngb::ascend
 
 // The binding shared by both handlers, after the context arguments.
-#define JAX_LNGB_ASCEND_GRAD_BETA_BINDING(bind)        \
-  bind.Arg<xla::ffi::AnyBuffer>()                      \
-      .Arg<xla::ffi::AnyBuffer>()                      \
-      .Arg<xla::ffi::Buffer<xla::ffi::U32>>()          \
-      .Ret<xla::ffi::AnyBuffer>()                      \
-      .Ret<xla::ffi::AnyBuffer>()                      \
-      .Ret<xla::ffi::Buffer<xla::ffi::F32>>()          \
-      .Attr<uint32_t>("block_dim")                     \
-      .Attr<uint32_t>("combine_block_dim")             \
-      .Attr<uint32_t>("combine_cols_per_core")         \
-      .Attr<uint32_t>("rows")                          \
-      .Attr<uint32_t>("h_length")                      \
-      .Attr<uint32_t>("original_h_length")             \
-      .Attr<uint32_t>("tile_rows")                     \
-      .Attr<uint32_t>("num_groups")                    \
-      .Attr<uint32_t>("stack_buffer_bytes")            \
+#define JAX_LNGB_ASCEND_GRAD_BETA_BINDING(bind) \
+  bind.Arg<xla::ffi::AnyBuffer>()               \
+      .Arg<xla::ffi::AnyBuffer>()               \
+      .Arg<xla::ffi::Buffer<xla::ffi::U32>>()   \
+      .Ret<xla::ffi::AnyBuffer>()               \
+      .Ret<xla::ffi::AnyBuffer>()               \
+      .Ret<xla::ffi::Buffer<xla::ffi::F32>>()   \
+      .Attr<uint32_t>("block_dim")              \
+      .Attr<uint32_t>("combine_block_dim")      \
+      .Attr<uint32_t>("combine_cols_per_core")  \
+      .Attr<uint32_t>("rows")                   \
+      .Attr<uint32_t>("h_length")               \
+      .Attr<uint32_t>("original_h_length")      \
+      .Attr<uint32_t>("tile_rows")              \
+      .Attr<uint32_t>("num_groups")             \
+      .Attr<uint32_t>("stack_buffer_bytes")     \
       .Attr<uint32_t>("one_cal_size")

@@ -15,11 +15,9 @@ ffi::Error RmsNormForwardAscendNpu(void* stream, ffi::AnyBuffer x, ffi::Buffer<f
                                    uint32_t num_tiles) {
   if (stream == nullptr) return invalid("no NPU stream in the FFI context");
   const RmsNormForwardAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles};
-  return rms_norm_forward_ascend(
-      [stream](const RmsNormForwardLaunch& l, const char** message) {
-        return launch_rms_norm_forward(l, stream, message);
-      },
-      x, gamma, tiling, y, rstd, a);
+  return rms_norm_forward_ascend([stream](const RmsNormForwardLaunch& l,
+                                          const char** message) { return launch_rms_norm_forward(l, stream, message); },
+                                 x, gamma, tiling, y, rstd, a);
 }
 
 ffi::Error RmsNormBackwardAscendNpu(void* stream, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::Buffer<ffi::F32> rstd,
@@ -30,8 +28,9 @@ ffi::Error RmsNormBackwardAscendNpu(void* stream, ffi::AnyBuffer dy, ffi::AnyBuf
                                     uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,
                                     uint32_t num_tiles, uint32_t num_groups) {
   if (stream == nullptr) return invalid("no NPU stream in the FFI context");
-  const RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows,      h_length,
-                               original_h_length, tile_rows, num_tiles,             num_groups};
+  const RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core,
+                               rows,      h_length,          original_h_length,
+                               tile_rows, num_tiles,         num_groups};
   return rms_norm_backward_ascend(
       [stream](const RmsNormBackwardLaunch& l, const char** message) {
         return launch_rms_norm_backward(l, stream, message);
@@ -41,9 +40,9 @@ ffi::Error RmsNormBackwardAscendNpu(void* stream, ffi::AnyBuffer dy, ffi::AnyBuf
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbRmsNormForwardAscend, RmsNormForwardAscendNpu,
-                              JAX_LNGB_ASCEND_RMS_NORM_FORWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbRmsNormBackwardAscend, RmsNormBackwardAscendNpu,
-                              JAX_LNGB_ASCEND_RMS_NORM_BACKWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbRmsNormForwardAscend, RmsNormForwardAscendNpu,
+    JAX_LNGB_ASCEND_RMS_NORM_FORWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbRmsNormBackwardAscend, RmsNormBackwardAscendNpu,
+    JAX_LNGB_ASCEND_RMS_NORM_BACKWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));

@@ -36,8 +36,8 @@ struct RmsNormForwardAttrs {
 };
 
 struct RmsNormBackwardAttrs {
-  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows,
-      num_tiles, num_groups;
+  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows, num_tiles,
+      num_groups;
 };
 
 inline uint64_t rms_rstd_elems(uint32_t num_tiles, uint32_t tile_rows) {
@@ -66,8 +66,7 @@ ffi::Error rms_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::B
                                    ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
                                    ffi::Result<ffi::Buffer<ffi::F32>> rstd, const RmsNormForwardAttrs& a) {
   RmsNormForwardLaunch l;
-  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows,
-                                    a.num_tiles);
+  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles);
       e.failure())
     return e;
   if (y->element_type() != x.element_type() || y->element_count() != x.element_count())
@@ -104,8 +103,7 @@ ffi::Error rms_norm_backward_ascend(Launcher&& launcher, ffi::AnyBuffer dy, ffi:
                                     ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta,
                                     ffi::Result<ffi::Buffer<ffi::F32>> workspace, const RmsNormBackwardAttrs& a) {
   RmsNormBackwardLaunch l;
-  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows,
-                                    a.num_tiles);
+  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles);
       e.failure())
     return e;
   if (dy.element_type() != x.element_type() || dy.element_count() != x.element_count())

@@ -13,13 +13,13 @@ namespace jax_lngb::ascend {
 
 struct LayerNormForwardLaunch {
   // Device memory.
-  const void* x = nullptr;      // [rows, h_length], type
-  const void* gamma = nullptr;  // float32 [h_length]
-  const void* beta = nullptr;   // float32 [h_length]
+  const void* x = nullptr;       // [rows, h_length], type
+  const void* gamma = nullptr;   // float32 [h_length]
+  const void* beta = nullptr;    // float32 [h_length]
   const void* tiling = nullptr;  // jax_lngb_ascend::LayerNormForwardKernelTiling words
-  void* y = nullptr;            // [rows, h_length], type
-  void* mean = nullptr;         // float32 [stat_elems]
-  void* variance = nullptr;     // float32 [stat_elems]
+  void* y = nullptr;             // [rows, h_length], type
+  void* mean = nullptr;          // float32 [stat_elems]
+  void* variance = nullptr;      // float32 [stat_elems]
   ElemType type = ElemType::kF32;
   uint64_t rows = 0;
   uint64_t h_length = 0;

@@ -16,11 +16,11 @@ namespace jax_lngb::ascend {
 
 struct RmsNormForwardLaunch {
   // Device memory (global memory of the NPU).
-  const void* x = nullptr;      // [rows, h_length], type
-  const void* gamma = nullptr;  // [h_length], float32
-  const void* tiling = nullptr; // jax_lngb_ascend::RmsNormForwardKernelTiling words
-  void* y = nullptr;            // [rows, h_length], type
-  void* rstd = nullptr;         // float32 [num_tiles, rstd_stride]
+  const void* x = nullptr;       // [rows, h_length], type
+  const void* gamma = nullptr;   // [h_length], float32
+  const void* tiling = nullptr;  // jax_lngb_ascend::RmsNormForwardKernelTiling words
+  void* y = nullptr;             // [rows, h_length], type
+  void* rstd = nullptr;          // float32 [num_tiles, rstd_stride]
   ElemType type = ElemType::kF32;
   uint64_t rows = 0;
   uint64_t h_length = 0;
@@ -30,15 +30,15 @@ struct RmsNormForwardLaunch {
 };
 
 struct RmsNormBackwardLaunch {
-  const void* dy = nullptr;     // [rows, h_length], type
-  const void* x = nullptr;      // [rows, h_length], type
-  const void* rstd = nullptr;   // float32 [num_tiles, rstd_stride]
-  const void* gamma = nullptr;  // [h_length], float32
-  const void* tiling = nullptr; // jax_lngb_ascend::RmsNormBackwardKernelTiling words
-  void* dx = nullptr;           // [rows, h_length], type
-  void* pd_gamma = nullptr;     // [h_length], out_type
-  void* pd_beta = nullptr;      // [h_length], out_type: the sum of dy, which the combine kernel also writes
-  void* workspace = nullptr;    // float32 [num_groups, 2, h_length]
+  const void* dy = nullptr;      // [rows, h_length], type
+  const void* x = nullptr;       // [rows, h_length], type
+  const void* rstd = nullptr;    // float32 [num_tiles, rstd_stride]
+  const void* gamma = nullptr;   // [h_length], float32
+  const void* tiling = nullptr;  // jax_lngb_ascend::RmsNormBackwardKernelTiling words
+  void* dx = nullptr;            // [rows, h_length], type
+  void* pd_gamma = nullptr;      // [h_length], out_type
+  void* pd_beta = nullptr;       // [h_length], out_type: the sum of dy, which the combine kernel also writes
+  void* workspace = nullptr;     // float32 [num_groups, 2, h_length]
   ElemType type = ElemType::kF32;
   ElemType out_type = ElemType::kF32;
   uint64_t rows = 0;
