@@ -1,5 +1,7 @@
 // Compiles the kernel sources against the emulated AscendC and launches
 // them. The kernels are the very files bisheng compiles for the NPU.
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)  (first: the kernels below need it)
+
 #include "ascend/emu/emu_launch.h"
 
 #include <cstring>
@@ -9,7 +11,6 @@
 #include "ascend/emu/probe_kernels.asc"
 #include "ascend/emu/selftest_kernels.asc"
 #include "ascend/grad_beta_kernel.asc"
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {

@@ -1,5 +1,7 @@
 // Compiles the LayerNorm kernel source against the emulated AscendC and
 // launches it. The kernels are the very file bisheng compiles for the NPU.
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)  (first: the kernels below need it)
+
 #include "ascend/emu/emu_layer_norm_launch.h"
 
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "ascend/layer_norm_kernels.asc"
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {

@@ -1,12 +1,13 @@
 // Compiles the normalization API probes against the emulated AscendC and
 // launches them (see emu_norm_launch.h).
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)  (first: the kernels below need it)
+
 #include "ascend/emu/emu_norm_launch.h"
 
 #include <cstring>
 #include <stdexcept>
 
 #include "ascend/emu/norm_api_kernels.asc"
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 namespace jax_lngb::emu {
 namespace {

@@ -1,5 +1,7 @@
 // Compiles the RMSNorm kernel source against the emulated AscendC and
 // launches it. The kernels are the very file bisheng compiles for the NPU.
+#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)  (first: the kernels below need it)
+
 #include "ascend/emu/emu_rms_norm_launch.h"
 
 #include <cstring>
@@ -8,7 +10,6 @@
 
 #include "ascend/emu/emu_rms_norm_apis.h"
 #include "ascend/rms_norm_kernel.asc"
-#include "kernel_operator.h"  // the emulated AscendC (ascend/emu/kernel_operator.h)
 
 // grad_beta_kernel.asc's combine kernels, compiled in emu_launch.cc.
 extern "C" void jax_lngb_grad_beta_combine_f32(GM_ADDR workspace, GM_ADDR pd_gamma, GM_ADDR pd_beta, GM_ADDR tiling);
