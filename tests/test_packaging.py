@@ -93,7 +93,15 @@ def test_wheel_holds_the_compiled_extension_and_declares_the_extras(wheel):
         names = z.namelist()
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert any(re.fullmatch(r"jax_lngb/_cpu\..*\.so", n) for n in names), names
-    for module in ("flax", "nnx", "equinox", "_flax_norm", "__main__"):
+    for module in (
+        "flax",
+        "nnx",
+        "equinox",
+        "__main__",
+        "_integrations/flax_layer_norm",
+        "_ops/primitives",
+        "cli/main",
+    ):
         assert f"jax_lngb/{module}.py" in names
     assert not any(n.endswith((".cc", ".h", "CMakeLists.txt")) for n in names)  # nothing left to compile
     extras = set(re.findall(r"^Provides-Extra: (\S+)$", meta, re.M))
