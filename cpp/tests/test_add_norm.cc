@@ -15,7 +15,7 @@
 #include "harness.h"
 #include "kernels/add_norm.h"
 #include "kernels/add_norm_rows_table.h"
-#include "kernels/cpu_features.h"
+#include "kernels/base/cpu_features.h"
 #include "kernels/layer_norm.h"
 #include "kernels/rms_norm.h"
 #include "support.h"
