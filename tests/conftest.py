@@ -98,6 +98,35 @@ def run_python(code: str, env: dict | None = None, timeout: float = 600) -> subp
     )
 
 
+def run_bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m jax_lngb.bench ARGS`, which must succeed. Run outside the
+    source folder: `-m` puts the working directory on sys.path, and the
+    sources there lack the compiled extension that the installed package has."""
+    cmd = [sys.executable, "-m", "jax_lngb.bench", *args]
+    proc = subprocess.run(
+        cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def run_bench_section(out: Path, section: str, shapes, dtypes) -> subprocess.CompletedProcess:
+    """One benchmark section on tiny shapes (2 reps, 1 warm-up), its JSON
+    written to `out`: what the section tests read."""
+    return run_bench(
+        "--section", section, "--shapes", *shapes, "--dtypes", *dtypes,
+        "--reps", "2", "--warmup", "1", "--json", str(out), "--no-progress",
+    )  # fmt: skip
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
 
 import pytest
+from conftest import run_bench_section, torch_available
 
 SHAPES = ["64x128", "3x40x96", "8x1000"]
 DTYPES = ["f32", "bf16"]
@@ -21,39 +18,8 @@ PASSES = ("fwd", "bwd", "fwd+bwd")
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "ln.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "jax_lngb.bench",
-        "--section",
-        "layer_norm",
-        "--shapes",
-        *SHAPES,
-        "--dtypes",
-        *DTYPES,
-        "--reps",
-        "2",
-        "--warmup",
-        "1",
-        "--json",
-        str(out),
-        "--no-progress",
-    ]
-    env = dict(os.environ)
-    # Run outside the source folder: `-m` puts the working directory on
-    # sys.path, and the sources there lack the compiled extension that the
-    # installed package has.
-    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_bench_section(out, "layer_norm", SHAPES, DTYPES)
     return proc, json.loads(out.read_text())
-
-
-def _torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def test_every_pass_of_every_case(bench):
@@ -68,7 +34,7 @@ def test_implementations_and_bytes(bench):
     _, doc = bench
     for c in doc["cases"]:
         p = c["extra"]["pass"]
-        torch = {"torch", "torch_plain"} if _torch_available() else set()
+        torch = {"torch", "torch_plain"} if torch_available() else set()
         want = {"ours", "ours_plain", "xla", "xla_plain", "probe"} | torch
         want |= {"ours_chained", "ours_chained_plain"} if p != "fwd" else set()
         want |= {"xla_stream"} if p != "fwd+bwd" else set()

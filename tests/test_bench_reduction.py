@@ -9,13 +9,11 @@ import io
 import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_bench, torch_available
 
 from jax_lngb.bench import common
 from jax_lngb.bench.__main__ import _THP_ENABLED
@@ -28,14 +26,6 @@ ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
 
 
-def _torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _matplotlib_available() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -44,22 +34,11 @@ def _matplotlib_available() -> bool:
     return True
 
 
-def _run_bench(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    cmd = [sys.executable, "-m", "jax_lngb.bench", *args]
-    # Run outside the source folder: `-m` puts the working directory on
-    # sys.path, and the sources there lack the compiled extension that the
-    # installed package has.
-    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     out, png = tmp / "red.json", tmp / "red.png"
-    proc = _run_bench(
+    proc = run_bench(
         "--shapes",
         *SHAPES,
         "--dtypes",
@@ -73,6 +52,7 @@ def bench(tmp_path_factory):
         "--png",
         str(png),
         "--no-progress",
+        timeout=600,
     )
     return proc, json.loads(out.read_text()), png
 
@@ -121,7 +101,7 @@ def test_document_structure(bench):
 
 def test_implementations_and_bytes(bench):
     _, doc, _ = bench
-    want = {"ours", "xla", "numpy", "probe"} | ({"torch"} if _torch_available() else set())
+    want = {"ours", "xla", "numpy", "probe"} | ({"torch"} if torch_available() else set())
     for c in doc["cases"]:
         assert set(c["results"]) == want, (c["label"], set(c["results"]))
         nbytes = 2 * math.prod(c["shape"]) * ITEMSIZE[c["dtype"]]
@@ -170,7 +150,7 @@ def test_residency_measured_beyond_the_l2(tmp_path):
     # 32 MiB of inputs: more than any 2-core machine's L2s, so the probe is
     # timed again after an eviction and the label follows the two medians.
     out = tmp_path / "big.json"
-    proc = _run_bench(
+    proc = run_bench(
         "--shapes",
         "2048x2048",
         "--dtypes",
@@ -185,6 +165,7 @@ def test_residency_measured_beyond_the_l2(tmp_path):
         "--json",
         str(out),
         "--no-progress",
+        timeout=600,
     )
     doc = json.loads(out.read_text())
     m = doc["machine"]
@@ -199,7 +180,7 @@ def test_residency_measured_beyond_the_l2(tmp_path):
 
 def test_residency_by_l3_size_without_the_probe(tmp_path):
     out = tmp_path / "noprobe.json"
-    proc = _run_bench(
+    proc = run_bench(
         "--shapes",
         "1024x1024",
         "--dtypes",
@@ -214,6 +195,7 @@ def test_residency_by_l3_size_without_the_probe(tmp_path):
         "--json",
         str(out),
         "--no-progress",
+        timeout=600,
     )
     doc = json.loads(out.read_text())
     m = doc["machine"]
@@ -306,7 +288,7 @@ def test_png_or_clear_message(bench):
 
 def test_threads_and_impl_selection(tmp_path):
     out = tmp_path / "t.json"
-    _run_bench(
+    run_bench(
         "--shapes",
         "16x64",
         "--dtypes",
@@ -323,6 +305,7 @@ def test_threads_and_impl_selection(tmp_path):
         "--json",
         str(out),
         "--no-progress",
+        timeout=600,
     )
     doc = json.loads(out.read_text())
     assert doc["machine"]["xla_threads"] == 1

@@ -5,12 +5,9 @@ measures is within the dtype tolerances. Timings are never asserted."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import pytest
+from conftest import run_bench_section, torch_available
 
 SHAPES = ["64x128", "3x40x96"]
 DTYPES = ["f32", "bf16"]
@@ -20,38 +17,8 @@ PASSES = ("fwd", "bwd", "fwd+bwd")
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "rms.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "jax_lngb.bench",
-        "--section",
-        "rms_norm",
-        "--shapes",
-        *SHAPES,
-        "--dtypes",
-        *DTYPES,
-        "--reps",
-        "2",
-        "--warmup",
-        "1",
-        "--json",
-        str(out),
-        "--no-progress",
-    ]
-    # Outside the source folder: `-m` puts the working directory on sys.path.
-    proc = subprocess.run(
-        cmd, cwd=tempfile.gettempdir(), env=dict(os.environ), capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_bench_section(out, "rms_norm", SHAPES, DTYPES)
     return json.loads(out.read_text())
-
-
-def _torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def test_every_case_pass_and_implementation(doc):
@@ -60,7 +27,7 @@ def test_every_case_pass_and_implementation(doc):
     assert got == [(tuple(int(d) for d in s.split("x")), names[t], p) for s in SHAPES for t in DTYPES for p in PASSES]
     for c in doc["cases"]:
         p = c["extra"]["pass"]
-        want = {"ours", "xla", "probe"} | ({"torch"} if _torch_available() else set())
+        want = {"ours", "xla", "probe"} | ({"torch"} if torch_available() else set())
         want |= {"ours_chained"} if p != "fwd" else set()
         want |= {"ours_jit", "xla_jit"} if p == "fwd+bwd" else set()
         assert set(c["results"]) == want, (c["label"], set(c["results"]))

@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "ascend/emu/emu_launch.h"
+#include "ascend/emu/emu_module_common.h"
 #include "xla/ffi/api/c_api.h"
 
 // emu/emu_ffi.cc: the Ascend FFI handler bound on the CPU with the emulation.
@@ -25,27 +26,8 @@ using namespace jax_lngb::emu;
 
 namespace {
 
-const uint8_t* data_of(const nb::bytes& b) { return reinterpret_cast<const uint8_t*>(b.c_str()); }
-
-nb::bytes to_bytes(const std::vector<uint8_t>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
-nb::dict stats_dict(const LaunchStats& s) {
-  nb::dict d;
-  d["block_dim"] = s.block_dim;
-  d["ub_peak_bytes"] = s.ub_peak_bytes;
-  d["gm_read_bytes"] = s.gm_read_bytes;
-  d["gm_write_bytes"] = s.gm_write_bytes;
-  d["data_copies"] = s.data_copies;
-  d["vector_ops"] = s.vector_ops;
-  d["api_calls"] = s.api_calls;
-  d["queue_buffers_cycled"] = s.queue_buffers_cycled;
-  return d;
-}
-
 nb::tuple result(const GradBetaEmuResult& r) {
-  return nb::make_tuple(to_bytes(r.pd_gamma), to_bytes(r.pd_beta), stats_dict(r.partials), stats_dict(r.combine));
+  return nb::make_tuple(to_bytes(r.pd_gamma), to_bytes(r.pd_beta), stats_dict(r.partials, true), stats_dict(r.combine, true));
 }
 
 }  // namespace
@@ -58,9 +40,9 @@ NB_MODULE(_ascend_emu, m) {
       "registrations",
       [] {
         nb::dict d;
-        d["jax_lngb_ascend_layer_norm_grad_beta"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbGradBetaAscendEmu));
-        d["jax_lngb_ascend_rms_norm_forward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormForwardAscendEmu));
-        d["jax_lngb_ascend_rms_norm_backward"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbRmsNormBackwardAscendEmu));
+        d["jax_lngb_ascend_layer_norm_grad_beta"] = ffi_capsule(&JaxLngbGradBetaAscendEmu);
+        d["jax_lngb_ascend_rms_norm_forward"] = ffi_capsule(&JaxLngbRmsNormForwardAscendEmu);
+        d["jax_lngb_ascend_rms_norm_backward"] = ffi_capsule(&JaxLngbRmsNormBackwardAscendEmu);
         return d;
       },
       "The Ascend FFI targets bound to the emulated launchers, for registration on the CPU platform.");
@@ -86,25 +68,18 @@ NB_MODULE(_ascend_emu, m) {
         a.ub_bytes = ub_bytes;
         a.reverse_core_order = reverse;
         a.npu_arch = npu_arch;
-        GradBetaEmuResult r;
-        {
-          nb::gil_scoped_release release;
-          r = run_grad_beta(a);
-        }
-        return result(r);
+        return result(without_gil(run_grad_beta, a));
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"), nb::arg("out_type_size"),
-      nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"), nb::arg("combine_block_dim"),
-      nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"),
+      nb::arg("out_type_size"), nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"),
+      nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
 
   bind_norm_apis(m);
   bind_layer_norm_kernels(m);
 
   m.def(
       "run_selftest",
-      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) {
-        return to_bytes(run_selftest(which, block_dim, ub_bytes));
-      },
+      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) { return to_bytes(run_selftest(which, block_dim, ub_bytes)); },
       nb::arg("which"), nb::arg("block_dim"), nb::arg("ub_bytes"),
       "Runs one of the deliberately wrong kernels of emu/selftest_kernels.asc.");
 
@@ -125,14 +100,10 @@ NB_MODULE(_ascend_emu, m) {
         a.api_tiling = api;
         a.ub_bytes = ub_bytes;
         a.npu_arch = npu_arch;
-        GradBetaEmuResult r;
-        {
-          nb::gil_scoped_release release;
-          r = run_probe(a);
-        }
-        return result(r);
+        return result(without_gil(run_probe, a));
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"), nb::arg("is_reuse_source"),
-      nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"), nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"),
+      nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"),
+      nb::arg("npu_arch"));
   m.attr("ffi_api_version") = nb::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ascend/emu/emu_layer_norm_launch.h"
+#include "ascend/emu/emu_module_common.h"
 #include "xla/ffi/api/c_api.h"
 
 extern "C" XLA_FFI_Error* JaxLngbLayerNormForwardAscendEmu(XLA_FFI_CallFrame* call_frame);
@@ -36,18 +37,19 @@ const void* data(const nb::bytes& b, size_t expect, const char* what) {
   return b.c_str();
 }
 
-nb::bytes bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
-
-nb::dict stats(const LaunchStats& s) {
-  nb::dict d;
-  d["block_dim"] = s.block_dim;
-  d["ub_peak_bytes"] = s.ub_peak_bytes;
-  d["gm_read_bytes"] = s.gm_read_bytes;
-  d["gm_write_bytes"] = s.gm_write_bytes;
-  d["api_calls"] = s.api_calls;
-  d["queue_buffers_cycled"] = s.queue_buffers_cycled;
-  return d;
+// The fields both LayerNorm launches take the same way.
+template <class Launch>
+void set_tiling_and_shape(Launch& l, const nb::bytes& tiling, uint64_t rows, uint64_t h, uint64_t stat_elems) {
+  if (tiling.size() % 4 != 0) throw std::invalid_argument("tiling must be whole uint32 words");
+  l.tiling = tiling.c_str();
+  l.tiling_words = tiling.size() / 4;
+  l.rows = rows;
+  l.h_length = h;
+  l.stat_elems = stat_elems;
 }
+
+// The launch counters the LayerNorm bindings report.
+nb::dict stats(const LaunchStats& s) { return stats_dict(s, false); }
 
 }  // namespace
 
@@ -56,11 +58,9 @@ void bind_layer_norm_kernels(nb::module_& m) {
       "layer_norm_registrations",
       [] {
         nb::dict d;
-        d["jax_lngb_ascend_layer_norm_forward"] =
-            nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormForwardAscendEmu));
-        d["jax_lngb_ascend_layer_norm_grad"] = nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormGradAscendEmu));
-        d["jax_lngb_ascend_layer_norm_backward"] =
-            nb::capsule(reinterpret_cast<void*>(&JaxLngbLayerNormBackwardAscendEmu));
+        d["jax_lngb_ascend_layer_norm_forward"] = ffi_capsule(&JaxLngbLayerNormForwardAscendEmu);
+        d["jax_lngb_ascend_layer_norm_grad"] = ffi_capsule(&JaxLngbLayerNormGradAscendEmu);
+        d["jax_lngb_ascend_layer_norm_backward"] = ffi_capsule(&JaxLngbLayerNormBackwardAscendEmu);
         return d;
       },
       "The Ascend LayerNorm FFI targets bound to the emulated launcher, for registration on the CPU platform.");
@@ -76,23 +76,14 @@ void bind_layer_norm_kernels(nb::module_& m) {
         l.x = data(x, n * type_size, "x");
         l.gamma = data(gamma, h * 4, "gamma");
         l.beta = data(beta, h * 4, "beta");
-        if (tiling.size() % 4 != 0) throw std::invalid_argument("tiling must be whole uint32 words");
-        l.tiling = tiling.c_str();
-        l.tiling_words = tiling.size() / 4;
-        l.rows = rows;
-        l.h_length = h;
-        l.stat_elems = stat_elems;
+        set_tiling_and_shape(l, tiling, rows, h, stat_elems);
         l.block_dim = block_dim;
         std::vector<uint8_t> y(n * type_size), mean(stat_elems * 4), var(stat_elems * 4);
         l.y = y.data();
         l.mean = mean.data();
         l.variance = var.data();
-        LayerNormEmuStats s;
-        {
-          nb::gil_scoped_release release;
-          s = run_layer_norm_forward(l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
-        }
-        return nb::make_tuple(bytes(y), bytes(mean), bytes(var), stats(s.main));
+        const LayerNormEmuStats s = without_gil(run_layer_norm_forward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
+        return nb::make_tuple(to_bytes(y), to_bytes(mean), to_bytes(var), stats(s.main));
       },
       nb::arg("x"), nb::arg("gamma"), nb::arg("beta"), nb::arg("rows"), nb::arg("h"), nb::arg("type_size"),
       nb::arg("tiling"), nb::arg("stat_elems"), nb::arg("block_dim"), nb::arg("ub_bytes"), nb::arg("npu_arch"),
@@ -101,10 +92,10 @@ void bind_layer_norm_kernels(nb::module_& m) {
 
   m.def(
       "run_layer_norm_backward",
-      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var, const nb::bytes& gamma,
-         uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused, const nb::bytes& tiling,
-         uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim, uint32_t combine_block_dim,
-         uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
+      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var,
+         const nb::bytes& gamma, uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused,
+         const nb::bytes& tiling, uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim,
+         uint32_t combine_block_dim, uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
         ascend::LayerNormBackwardLaunch l;
         l.fused = fused;
         l.in_type = elem(type_size, "type_size");
@@ -115,12 +106,7 @@ void bind_layer_norm_kernels(nb::module_& m) {
         l.mean = data(mean, stat_elems * 4, "mean");
         l.variance = data(var, stat_elems * 4, "variance");
         l.gamma = data(gamma, h * 4, "gamma");
-        if (tiling.size() % 4 != 0) throw std::invalid_argument("tiling must be whole uint32 words");
-        l.tiling = tiling.c_str();
-        l.tiling_words = tiling.size() / 4;
-        l.rows = rows;
-        l.h_length = h;
-        l.stat_elems = stat_elems;
+        set_tiling_and_shape(l, tiling, rows, h, stat_elems);
         l.workspace_bytes = workspace_bytes;
         l.block_dim = block_dim;
         l.combine_block_dim = combine_block_dim;
@@ -135,13 +121,9 @@ void bind_layer_norm_kernels(nb::module_& m) {
           res.resize(n * type_size);
           l.res_for_gamma = res.data();
         }
-        LayerNormEmuStats s;
-        {
-          nb::gil_scoped_release release;
-          s = run_layer_norm_backward(l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
-        }
-        if (fused) return nb::make_tuple(bytes(pdx), bytes(pd_gamma), bytes(pd_beta), stats(s.main), stats(s.combine));
-        return nb::make_tuple(bytes(pdx), bytes(res), stats(s.main));
+        const LayerNormEmuStats s = without_gil(run_layer_norm_backward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
+        if (fused) return nb::make_tuple(to_bytes(pdx), to_bytes(pd_gamma), to_bytes(pd_beta), stats(s.main), stats(s.combine));
+        return nb::make_tuple(to_bytes(pdx), to_bytes(res), stats(s.main));
       },
       nb::arg("dy"), nb::arg("x"), nb::arg("mean"), nb::arg("variance"), nb::arg("gamma"), nb::arg("rows"),
       nb::arg("h"), nb::arg("type_size"), nb::arg("out_type_size"), nb::arg("fused"), nb::arg("tiling"),

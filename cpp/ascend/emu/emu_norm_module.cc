@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "ascend/emu/emu_module_common.h"
 #include "ascend/emu/emu_norm_launch.h"
 
 namespace nb = nanobind;
@@ -35,13 +36,9 @@ void bind_norm_apis(nb::module_& m) {
         a.calls = calls;
         a.ub_bytes = ub_bytes;
         a.npu_arch = npu_arch;
-        NormApiResult r;
-        {
-          nb::gil_scoped_release release;
-          r = run_norm_api(a);
-        }
+        const NormApiResult r = without_gil(run_norm_api, a);
         nb::list outs;
-        for (const auto& o : r.outputs) outs.append(nb::bytes(reinterpret_cast<const char*>(o.data()), o.size()));
+        for (const auto& o : r.outputs) outs.append(to_bytes(o));
         nb::dict stats;
         stats["ub_peak_bytes"] = r.stats.ub_peak_bytes;
         stats["api_calls"] = r.stats.api_calls;

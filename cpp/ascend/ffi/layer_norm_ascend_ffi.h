@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ascend/ffi/grad_beta_ascend_ffi.h"  // invalid, elem_type
+#include "ascend/ffi/ascend_ffi_common.h"
 #include "ascend/launch/layer_norm_launch.h"
 #include "tiling/layer_norm_kernel_tiling.h"
 #include "xla/ffi/api/ffi.h"
@@ -44,15 +44,9 @@ struct LayerNormAttrs {
 // per-tile statistics layout.
 inline ffi::Error check_layer_norm_common(const LayerNormAttrs& a, ffi::AnyBuffer x, ElemType* type,
                                           size_t tiling_words, size_t expected_words) {
-  if (!elem_type(x.element_type(), type)) return invalid("x must be float32 or float16");
-  const auto dims = x.dimensions();
-  if (dims.size() < 1 || dims.back() != int64_t(a.h_length))
-    return invalid("x's last dimension must be h_length = " + std::to_string(a.h_length));
-  if (x.element_count() != size_t(a.rows) * a.h_length)
-    return invalid("x must hold rows * h_length = " + std::to_string(uint64_t(a.rows) * a.h_length) + " elements");
-  if (uint64_t(a.h_length) * elem_size(*type) % 32 != 0) return invalid("h_length must make 32-byte rows");
-  if (tiling_words != expected_words)
-    return invalid("the tiling operand must have " + std::to_string(expected_words) + " uint32 words");
+  JAX_LNGB_ASCEND_CHECK(check_row_operand("x", x, type, a.rows, a.h_length));
+  if (!whole_32_byte_rows(a.h_length, *type)) return invalid("h_length must make 32-byte rows");
+  JAX_LNGB_ASCEND_CHECK(check_tiling_words(tiling_words, expected_words));
   if (a.rows < 1 || a.tile_rows < 1 || a.tile_rows > a.rows || a.original_h_length < 1 ||
       a.original_h_length > a.h_length || a.num_tiles != (a.rows + a.tile_rows - 1) / a.tile_rows ||
       a.stat_stride != (a.tile_rows + 7) / 8 * 8 || a.block_dim < 1 || a.block_dim > a.num_tiles)
@@ -65,20 +59,17 @@ inline bool is_f32_vector(ffi::AnyBuffer b, uint64_t n) {
 }
 
 template <class Launcher>
-ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,
-                                     ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
+ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
+                                     ffi::AnyBuffer beta, ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
                                      ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,
                                      const LayerNormAttrs& a) {
   LayerNormForwardLaunch l;
-  if (auto e =
-          check_layer_norm_common(a, x, &l.type, tiling.element_count(), jax_lngb_ascend::kLayerNormForwardTilingWords);
-      e.failure())
-    return e;
+  JAX_LNGB_ASCEND_CHECK(
+      check_layer_norm_common(a, x, &l.type, tiling.element_count(), jax_lngb_ascend::kLayerNormForwardTilingWords));
   const uint64_t stats = uint64_t(a.num_tiles) * a.stat_stride;
   if (!is_f32_vector(gamma, a.h_length) || !is_f32_vector(beta, a.h_length))
     return invalid("gamma and beta must be float32 [h_length]");
-  if (y->element_type() != x.element_type() || y->element_count() != x.element_count())
-    return invalid("y must be like x");
+  if (!like(y->element_type(), y->element_count(), x)) return invalid("y must be like x");
   if (!is_f32_vector(*mean, stats) || !is_f32_vector(*variance, stats))
     return invalid("mean and variance must be float32 [num_tiles * stat_stride] = " + std::to_string(stats));
   l.x = x.untyped_data();
@@ -93,11 +84,7 @@ ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi:
   l.stat_elems = stats;
   l.tiling_words = tiling.element_count();
   l.block_dim = a.block_dim;
-  const char* message = "";
-  if (const int rc = launcher(l, &message))
-    return ffi::Error(ffi::ErrorCode::kInternal,
-                      std::string("jax_lngb ascend: ") + message + " (code " + std::to_string(rc) + ")");
-  return ffi::Error::Success();
+  return run_launcher(launcher, l);
 }
 
 // Shared by layer_norm_grad (res_for_gamma out) and the fused backward
@@ -105,42 +92,36 @@ ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi:
 template <class Launcher>
 ffi::Error layer_norm_backward_ascend(Launcher&& launcher, bool fused, ffi::AnyBuffer dy, ffi::AnyBuffer x,
                                       ffi::AnyBuffer mean, ffi::AnyBuffer variance, ffi::AnyBuffer gamma,
-                                      ffi::Buffer<ffi::U32> tiling, void* pd_x, ffi::DataType pd_x_type,
-                                      size_t pd_x_count, void* res_for_gamma, ffi::DataType res_type, size_t res_count,
-                                      void* pd_gamma, void* pd_beta, ffi::DataType param_type, size_t gamma_count,
-                                      size_t beta_count, void* workspace, size_t workspace_count,
-                                      const LayerNormAttrs& a) {
+                                      ffi::Buffer<ffi::U32> tiling, void* pd_x, ffi::DataType pd_x_type, size_t pd_x_count, void* res_for_gamma,
+                                      ffi::DataType res_type, size_t res_count, void* pd_gamma, void* pd_beta,
+                                      ffi::DataType param_type, size_t gamma_count, size_t beta_count,
+                                      void* workspace, size_t workspace_count, const LayerNormAttrs& a) {
   LayerNormBackwardLaunch l;
   l.fused = fused;
-  if (auto e = check_layer_norm_common(a, x, &l.in_type, tiling.element_count(),
-                                       jax_lngb_ascend::kLayerNormBackwardTilingWords);
-      e.failure())
-    return e;
-  if (dy.element_type() != x.element_type() || dy.element_count() != x.element_count())
-    return invalid("dy must be like x");
+  JAX_LNGB_ASCEND_CHECK(check_layer_norm_common(a, x, &l.in_type, tiling.element_count(),
+                                                jax_lngb_ascend::kLayerNormBackwardTilingWords));
+  if (!like(dy.element_type(), dy.element_count(), x)) return invalid("dy must be like x");
   const uint64_t stats = uint64_t(a.num_tiles) * a.stat_stride;
   if (!is_f32_vector(mean, stats) || !is_f32_vector(variance, stats))
     return invalid("mean and variance must be float32 [num_tiles * stat_stride] = " + std::to_string(stats));
   if (!is_f32_vector(gamma, a.h_length)) return invalid("gamma must be float32 [h_length]");
-  if (pd_x_type != x.element_type() || pd_x_count != x.element_count()) return invalid("pd_x must be like x");
+  if (!like(pd_x_type, pd_x_count, x)) return invalid("pd_x must be like x");
   if (fused) {
     if (!elem_type(param_type, &l.out_type) || gamma_count != a.h_length || beta_count != a.h_length)
       return invalid("pd_gamma and pd_beta must be float32 or float16 [h_length]");
-    if (uint64_t(a.h_length) * elem_size(l.out_type) % 32 != 0) return invalid("h_length must make 32-byte rows");
-    const uint64_t ws = uint64_t(a.num_groups) * 2 * a.h_length;
-    if (workspace_count != ws)
-      return invalid("workspace must have num_groups * 2 * h_length = " + std::to_string(ws) + " floats");
+    if (!whole_32_byte_rows(a.h_length, l.out_type)) return invalid("h_length must make 32-byte rows");
+    uint64_t ws = 0;
+    JAX_LNGB_ASCEND_CHECK(check_workspace(workspace_count, a.num_groups, a.h_length, &ws));
     if (a.num_groups < 1 || a.num_groups > a.num_tiles || a.block_dim > a.num_groups)
       return invalid("inconsistent launch attributes");
-    if (a.combine_block_dim < 1 || uint64_t(a.combine_block_dim) * a.combine_cols_per_core < a.h_length)
-      return invalid("combine_block_dim * combine_cols_per_core must cover h_length = " + std::to_string(a.h_length));
+    JAX_LNGB_ASCEND_CHECK(check_combine_cover(a.combine_block_dim, a.combine_cols_per_core, a.h_length));
     l.workspace = workspace;
     l.workspace_bytes = ws * sizeof(float);
     l.pd_gamma = pd_gamma;
     l.pd_beta = pd_beta;
     l.combine_block_dim = a.combine_block_dim;
   } else {
-    if (res_type != x.element_type() || res_count != x.element_count()) return invalid("res_for_gamma must be like x");
+    if (!like(res_type, res_count, x)) return invalid("res_for_gamma must be like x");
     l.res_for_gamma = res_for_gamma;
     l.out_type = l.in_type;
   }
@@ -156,97 +137,94 @@ ffi::Error layer_norm_backward_ascend(Launcher&& launcher, bool fused, ffi::AnyB
   l.stat_elems = stats;
   l.tiling_words = tiling.element_count();
   l.block_dim = a.block_dim;
-  const char* message = "";
-  if (const int rc = launcher(l, &message))
-    return ffi::Error(ffi::ErrorCode::kInternal,
-                      std::string("jax_lngb ascend: ") + message + " (code " + std::to_string(rc) + ")");
-  return ffi::Error::Success();
+  return run_launcher(launcher, l);
 }
 
 }  // namespace jax_lngb::ascend
 
-#define JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind) \
-  bind.Attr<uint32_t>("block_dim")          \
-      .Attr<uint32_t>("rows")               \
-      .Attr<uint32_t>("h_length")           \
-      .Attr<uint32_t>("original_h_length")  \
-      .Attr<uint32_t>("tile_rows")          \
-      .Attr<uint32_t>("num_tiles")          \
+#define JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind)   \
+  bind.Attr<uint32_t>("block_dim")             \
+      .Attr<uint32_t>("rows")                  \
+      .Attr<uint32_t>("h_length")              \
+      .Attr<uint32_t>("original_h_length")     \
+      .Attr<uint32_t>("tile_rows")             \
+      .Attr<uint32_t>("num_tiles")             \
       .Attr<uint32_t>("stat_stride")
 
 // The bindings shared by both handlers of each target, after the context arguments.
-#define JAX_LNGB_ASCEND_LN_FORWARD_BINDING(bind)                            \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>() \
-                                    .Ret<xla::ffi::AnyBuffer>()             \
-                                    .Ret<xla::ffi::AnyBuffer>()             \
+#define JAX_LNGB_ASCEND_LN_FORWARD_BINDING(bind)                                          \
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()                          \
+                                    .Arg<xla::ffi::AnyBuffer>()                          \
+                                    .Arg<xla::ffi::AnyBuffer>()                          \
+                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>()              \
+                                    .Ret<xla::ffi::AnyBuffer>()                          \
+                                    .Ret<xla::ffi::AnyBuffer>()                          \
                                     .Ret<xla::ffi::AnyBuffer>())
 
-#define JAX_LNGB_ASCEND_LN_GRAD_BINDING(bind)                               \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::AnyBuffer>()             \
-                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>() \
-                                    .Ret<xla::ffi::AnyBuffer>()             \
-                                    .Ret<xla::ffi::AnyBuffer>())
+// The operands of both backward targets: dy, x, mean, variance, gamma, tiling.
+#define JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind) \
+  bind.Arg<xla::ffi::AnyBuffer>()                  \
+      .Arg<xla::ffi::AnyBuffer>()                  \
+      .Arg<xla::ffi::AnyBuffer>()                  \
+      .Arg<xla::ffi::AnyBuffer>()                  \
+      .Arg<xla::ffi::AnyBuffer>()                  \
+      .Arg<xla::ffi::Buffer<xla::ffi::U32>>()
 
-#define JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(bind)                            \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()              \
-                                    .Arg<xla::ffi::AnyBuffer>()              \
-                                    .Arg<xla::ffi::AnyBuffer>()              \
-                                    .Arg<xla::ffi::AnyBuffer>()              \
-                                    .Arg<xla::ffi::AnyBuffer>()              \
-                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>()  \
-                                    .Ret<xla::ffi::AnyBuffer>()              \
-                                    .Ret<xla::ffi::AnyBuffer>()              \
-                                    .Ret<xla::ffi::AnyBuffer>()              \
-                                    .Ret<xla::ffi::Buffer<xla::ffi::F32>>()) \
-      .Attr<uint32_t>("combine_block_dim")                                   \
-      .Attr<uint32_t>("combine_cols_per_core")                               \
+#define JAX_LNGB_ASCEND_LN_GRAD_BINDING(bind) \
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind).Ret<xla::ffi::AnyBuffer>().Ret<xla::ffi::AnyBuffer>())
+
+#define JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(bind)                                    \
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind)          \
+                                    .Ret<xla::ffi::AnyBuffer>()                     \
+                                    .Ret<xla::ffi::AnyBuffer>()                     \
+                                    .Ret<xla::ffi::AnyBuffer>()                     \
+                                    .Ret<xla::ffi::Buffer<xla::ffi::F32>>())        \
+      .Attr<uint32_t>("combine_block_dim")                                           \
+      .Attr<uint32_t>("combine_cols_per_core")                                       \
       .Attr<uint32_t>("num_groups")
 
-// Handler bodies: `LAUNCH` is an expression callable as int(const Launch&, const char**).
-#define JAX_LNGB_ASCEND_LN_HANDLERS(PREFIX, FWD_LAUNCH, BWD_LAUNCH, ...)                                          \
-  ffi::Error PREFIX##Forward(__VA_ARGS__ ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,             \
-                             ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,                         \
-                             ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,              \
-                             uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,    \
-                             uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride) {                      \
-    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows,      h_length,   original_h_length,                 \
-                                             tile_rows, num_tiles, stat_stride};                                  \
+// Handler bodies: `LAUNCH` is an expression callable as int(const Launch&, const char**);
+// `PRELUDE` is a statement each handler runs first (the NPU's stream check).
+#define JAX_LNGB_ASCEND_LN_HANDLERS(PREFIX, FWD_LAUNCH, BWD_LAUNCH, PRELUDE, ...)                                        \
+  ffi::Error PREFIX##Forward(__VA_ARGS__ ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,          \
+                             ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,                       \
+                             ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,            \
+                             uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,  \
+                             uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride) {                    \
+    PRELUDE                                                                                                      \
+    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles, \
+                                             stat_stride};                                                       \
     return jax_lngb::ascend::layer_norm_forward_ascend(FWD_LAUNCH, x, gamma, beta, tiling, y, mean, variance, a); \
-  }                                                                                                               \
-  ffi::Error PREFIX##Grad(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,                   \
-                          ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,            \
-                          ffi::Result<ffi::AnyBuffer> pd_x, ffi::Result<ffi::AnyBuffer> res, uint32_t block_dim,  \
-                          uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,       \
-                          uint32_t num_tiles, uint32_t stat_stride) {                                             \
-    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows,      h_length,   original_h_length,                 \
-                                             tile_rows, num_tiles, stat_stride};                                  \
-    return jax_lngb::ascend::layer_norm_backward_ascend(                                                          \
-        BWD_LAUNCH, false, dy, x, mean, variance, gamma, tiling, pd_x->untyped_data(), pd_x->element_type(),      \
-        pd_x->element_count(), res->untyped_data(), res->element_type(), res->element_count(), nullptr, nullptr,  \
-        ffi::DataType::F32, 0, 0, nullptr, 0, a);                                                                 \
-  }                                                                                                               \
-  ffi::Error PREFIX##Backward(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,               \
-                              ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,        \
-                              ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> pd_gamma,               \
-                              ffi::Result<ffi::AnyBuffer> pd_beta, ffi::Result<ffi::Buffer<ffi::F32>> workspace,  \
-                              uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,   \
-                              uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride,                       \
-                              uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t num_groups) {  \
-    const jax_lngb::ascend::LayerNormAttrs a{                                                                     \
-        block_dim, rows,        h_length,          original_h_length,     tile_rows,                              \
-        num_tiles, stat_stride, combine_block_dim, combine_cols_per_core, num_groups};                            \
-    if (pd_beta->element_type() != pd_gamma->element_type())                                                      \
-      return jax_lngb::ascend::invalid("pd_gamma and pd_beta must have one type");                                \
-    return jax_lngb::ascend::layer_norm_backward_ascend(                                                          \
-        BWD_LAUNCH, true, dy, x, mean, variance, gamma, tiling, dx->untyped_data(), dx->element_type(),           \
-        dx->element_count(), nullptr, ffi::DataType::F32, 0, pd_gamma->untyped_data(), pd_beta->untyped_data(),   \
-        pd_gamma->element_type(), pd_gamma->element_count(), pd_beta->element_count(), workspace->typed_data(),   \
-        workspace->element_count(), a);                                                                           \
+  }                                                                                                              \
+  ffi::Error PREFIX##Grad(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,                \
+                          ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,          \
+                          ffi::Result<ffi::AnyBuffer> pd_x, ffi::Result<ffi::AnyBuffer> res, uint32_t block_dim, \
+                          uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,     \
+                          uint32_t num_tiles, uint32_t stat_stride) {                                           \
+    PRELUDE                                                                                                      \
+    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles, \
+                                             stat_stride};                                                       \
+    return jax_lngb::ascend::layer_norm_backward_ascend(                                                         \
+        BWD_LAUNCH, false, dy, x, mean, variance, gamma, tiling, pd_x->untyped_data(),                  \
+        pd_x->element_type(), pd_x->element_count(), res->untyped_data(), res->element_type(),                   \
+        res->element_count(), nullptr, nullptr, ffi::DataType::F32, 0, 0, nullptr, 0, a);                       \
+  }                                                                                                              \
+  ffi::Error PREFIX##Backward(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,             \
+                              ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,      \
+                              ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> pd_gamma,             \
+                              ffi::Result<ffi::AnyBuffer> pd_beta, ffi::Result<ffi::Buffer<ffi::F32>> workspace, \
+                              uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length, \
+                              uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride,                     \
+                              uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t num_groups) { \
+    PRELUDE                                                                                                      \
+    const jax_lngb::ascend::LayerNormAttrs a{block_dim,   rows,       h_length,          original_h_length,      \
+                                             tile_rows,   num_tiles,  stat_stride,       combine_block_dim,      \
+                                             combine_cols_per_core, num_groups};                                 \
+    if (pd_beta->element_type() != pd_gamma->element_type())                                                    \
+      return jax_lngb::ascend::invalid("pd_gamma and pd_beta must have one type");                              \
+    return jax_lngb::ascend::layer_norm_backward_ascend(                                                         \
+        BWD_LAUNCH, true, dy, x, mean, variance, gamma, tiling, dx->untyped_data(),                     \
+        dx->element_type(), dx->element_count(), nullptr, ffi::DataType::F32, 0, pd_gamma->untyped_data(),      \
+        pd_beta->untyped_data(), pd_gamma->element_type(), pd_gamma->element_count(),                           \
+        pd_beta->element_count(), workspace->typed_data(), workspace->element_count(), a);                      \
   }

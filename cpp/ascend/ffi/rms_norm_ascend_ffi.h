@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ascend/ffi/grad_beta_ascend_ffi.h"  // invalid, elem_type
+#include "ascend/ffi/ascend_ffi_common.h"
 #include "ascend/launch/rms_norm_launch.h"
 #include "tiling/rms_norm_kernel_tiling.h"
 #include "xla/ffi/api/ffi.h"
@@ -36,8 +36,8 @@ struct RmsNormForwardAttrs {
 };
 
 struct RmsNormBackwardAttrs {
-  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows, num_tiles,
-      num_groups;
+  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows,
+      num_tiles, num_groups;
 };
 
 inline uint64_t rms_rstd_elems(uint32_t num_tiles, uint32_t tile_rows) {
@@ -47,14 +47,8 @@ inline uint64_t rms_rstd_elems(uint32_t num_tiles, uint32_t tile_rows) {
 // The checks both handlers share: rows, tiles and the row operands.
 inline ffi::Error check_rms_rows(const char* what, ffi::AnyBuffer x, ElemType* type, uint32_t rows, uint32_t h,
                                  uint32_t original_h, uint32_t tile_rows, uint32_t num_tiles) {
-  if (!elem_type(x.element_type(), type)) return invalid(std::string(what) + " must be float32 or float16");
-  const auto dims = x.dimensions();
-  if (dims.size() < 1 || dims.back() != int64_t(h))
-    return invalid(std::string(what) + "'s last dimension must be h_length = " + std::to_string(h));
-  if (x.element_count() != size_t(rows) * h)
-    return invalid(std::string(what) + " must hold rows * h_length = " + std::to_string(uint64_t(rows) * h) +
-                   " elements");
-  if (uint64_t(h) * elem_size(*type) % 32 != 0) return invalid("h_length must make 32-byte rows (pad H with zeros)");
+  JAX_LNGB_ASCEND_CHECK(check_row_operand(what, x, type, rows, h));
+  if (!whole_32_byte_rows(h, *type)) return invalid("h_length must make 32-byte rows (pad H with zeros)");
   if (original_h < 2 || original_h > h || tile_rows < 1 || tile_rows > jax_lngb_ascend::kRmsNormMaxTileRows ||
       uint64_t(num_tiles) != (uint64_t(rows) + tile_rows - 1) / tile_rows)
     return invalid("inconsistent launch attributes (original_h_length, tile_rows, num_tiles)");
@@ -66,15 +60,11 @@ ffi::Error rms_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::B
                                    ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
                                    ffi::Result<ffi::Buffer<ffi::F32>> rstd, const RmsNormForwardAttrs& a) {
   RmsNormForwardLaunch l;
-  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles);
-      e.failure())
-    return e;
-  if (y->element_type() != x.element_type() || y->element_count() != x.element_count())
-    return invalid("y must have x's type and size");
+  JAX_LNGB_ASCEND_CHECK(
+      check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles));
+  if (!like(y->element_type(), y->element_count(), x)) return invalid("y must have x's type and size");
   if (gamma.element_count() != a.h_length) return invalid("gamma must have h_length float32 elements");
-  if (tiling.element_count() != jax_lngb_ascend::kRmsNormForwardTilingWords)
-    return invalid("the tiling operand must have " + std::to_string(jax_lngb_ascend::kRmsNormForwardTilingWords) +
-                   " uint32 words");
+  JAX_LNGB_ASCEND_CHECK(check_tiling_words(tiling.element_count(), jax_lngb_ascend::kRmsNormForwardTilingWords));
   const uint64_t rstd_elems = rms_rstd_elems(a.num_tiles, a.tile_rows);
   if (rstd->element_count() != rstd_elems)
     return invalid("rstd must have num_tiles * rstd_stride = " + std::to_string(rstd_elems) + " floats");
@@ -89,11 +79,7 @@ ffi::Error rms_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::B
   l.tiling_words = tiling.element_count();
   l.rstd_elems = rstd_elems;
   l.block_dim = a.block_dim;
-  const char* message = "";
-  if (const int rc = launcher(l, &message))
-    return ffi::Error(ffi::ErrorCode::kInternal,
-                      std::string("jax_lngb ascend: ") + message + " (code " + std::to_string(rc) + ")");
-  return ffi::Error::Success();
+  return run_launcher(launcher, l);
 }
 
 template <class Launcher>
@@ -103,33 +89,24 @@ ffi::Error rms_norm_backward_ascend(Launcher&& launcher, ffi::AnyBuffer dy, ffi:
                                     ffi::Result<ffi::AnyBuffer> pd_gamma, ffi::Result<ffi::AnyBuffer> pd_beta,
                                     ffi::Result<ffi::Buffer<ffi::F32>> workspace, const RmsNormBackwardAttrs& a) {
   RmsNormBackwardLaunch l;
-  if (ffi::Error e = check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles);
-      e.failure())
-    return e;
-  if (dy.element_type() != x.element_type() || dy.element_count() != x.element_count())
-    return invalid("dy must have x's type and size");
-  if (dx->element_type() != x.element_type() || dx->element_count() != x.element_count())
-    return invalid("dx must have x's type and size");
-  if (!elem_type(pd_gamma->element_type(), &l.out_type) || pd_beta->element_type() != pd_gamma->element_type())
-    return invalid("pd_gamma and pd_beta must both be float32 or both float16");
-  if (pd_gamma->element_count() != a.h_length || pd_beta->element_count() != a.h_length)
-    return invalid("pd_gamma and pd_beta must have h_length elements");
-  if (uint64_t(a.h_length) * elem_size(l.out_type) % 32 != 0)
+  JAX_LNGB_ASCEND_CHECK(
+      check_rms_rows("x", x, &l.type, a.rows, a.h_length, a.original_h_length, a.tile_rows, a.num_tiles));
+  if (!like(dy.element_type(), dy.element_count(), x)) return invalid("dy must have x's type and size");
+  if (!like(dx->element_type(), dx->element_count(), x)) return invalid("dx must have x's type and size");
+  JAX_LNGB_ASCEND_CHECK(check_param_grad_type(*pd_gamma, *pd_beta, &l.out_type));
+  JAX_LNGB_ASCEND_CHECK(check_param_grad_count(*pd_gamma, *pd_beta, a.h_length));
+  if (!whole_32_byte_rows(a.h_length, l.out_type))
     return invalid("h_length must make 32-byte rows of pd_gamma (pad H with zeros)");
   if (gamma.element_count() != a.h_length) return invalid("gamma must have h_length float32 elements");
-  if (tiling.element_count() != jax_lngb_ascend::kRmsNormBackwardTilingWords)
-    return invalid("the tiling operand must have " + std::to_string(jax_lngb_ascend::kRmsNormBackwardTilingWords) +
-                   " uint32 words");
+  JAX_LNGB_ASCEND_CHECK(check_tiling_words(tiling.element_count(), jax_lngb_ascend::kRmsNormBackwardTilingWords));
   const uint64_t rstd_elems = rms_rstd_elems(a.num_tiles, a.tile_rows);
   if (rstd.element_count() != rstd_elems)
     return invalid("rstd must have num_tiles * rstd_stride = " + std::to_string(rstd_elems) + " floats");
-  const uint64_t ws_elems = uint64_t(a.num_groups) * 2 * a.h_length;
-  if (workspace->element_count() != ws_elems)
-    return invalid("workspace must have num_groups * 2 * h_length = " + std::to_string(ws_elems) + " floats");
+  uint64_t ws_elems = 0;
+  JAX_LNGB_ASCEND_CHECK(check_workspace(workspace->element_count(), a.num_groups, a.h_length, &ws_elems));
   if (a.num_groups < 1 || a.num_groups > a.num_tiles || a.block_dim < 1 || a.block_dim > a.num_groups)
     return invalid("inconsistent launch attributes (num_groups, block_dim)");
-  if (a.combine_block_dim < 1 || uint64_t(a.combine_block_dim) * a.combine_cols_per_core < a.h_length)
-    return invalid("combine_block_dim * combine_cols_per_core must cover h_length = " + std::to_string(a.h_length));
+  JAX_LNGB_ASCEND_CHECK(check_combine_cover(a.combine_block_dim, a.combine_cols_per_core, a.h_length));
   l.dy = dy.untyped_data();
   l.x = x.untyped_data();
   l.rstd = rstd.typed_data();
@@ -146,11 +123,7 @@ ffi::Error rms_norm_backward_ascend(Launcher&& launcher, ffi::AnyBuffer dy, ffi:
   l.workspace_bytes = ws_elems * sizeof(float);
   l.block_dim = a.block_dim;
   l.combine_block_dim = a.combine_block_dim;
-  const char* message = "";
-  if (const int rc = launcher(l, &message))
-    return ffi::Error(ffi::ErrorCode::kInternal,
-                      std::string("jax_lngb ascend: ") + message + " (code " + std::to_string(rc) + ")");
-  return ffi::Error::Success();
+  return run_launcher(launcher, l);
 }
 
 }  // namespace jax_lngb::ascend
@@ -188,3 +161,36 @@ ffi::Error rms_norm_backward_ascend(Launcher&& launcher, ffi::AnyBuffer dy, ffi:
       .Attr<uint32_t>("tile_rows")                      \
       .Attr<uint32_t>("num_tiles")                      \
       .Attr<uint32_t>("num_groups")
+
+// Handlers `PREFIX##Forward` and `PREFIX##Backward` on the bindings above:
+// `LAUNCH` is an expression callable as int(const RmsNormForwardLaunch&,
+// const char**) and int(const RmsNormBackwardLaunch&, const char**),
+// `PRELUDE` a statement each runs first (the NPU's stream check), and the
+// variadic arguments are the context parameters ahead of the operands.
+#define JAX_LNGB_ASCEND_RMS_NORM_HANDLERS(PREFIX, LAUNCH, PRELUDE, ...)                                          \
+  ::xla::ffi::Error PREFIX##Forward(__VA_ARGS__ ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> gamma, \
+                                    ::xla::ffi::Buffer<::xla::ffi::U32> tiling,                                 \
+                                    ::xla::ffi::Result<::xla::ffi::AnyBuffer> y,                                \
+                                    ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> rstd, uint32_t block_dim, \
+                                    uint32_t rows, uint32_t h_length, uint32_t original_h_length,               \
+                                    uint32_t tile_rows, uint32_t num_tiles) {                                   \
+    PRELUDE                                                                                                      \
+    const jax_lngb::ascend::RmsNormForwardAttrs a{block_dim, rows, h_length, original_h_length, tile_rows,       \
+                                                  num_tiles};                                                    \
+    return jax_lngb::ascend::rms_norm_forward_ascend(LAUNCH, x, gamma, tiling, y, rstd, a);                      \
+  }                                                                                                              \
+  ::xla::ffi::Error PREFIX##Backward(                                                                            \
+      __VA_ARGS__ ::xla::ffi::AnyBuffer dy, ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> rstd,   \
+      ::xla::ffi::Buffer<::xla::ffi::F32> gamma, ::xla::ffi::Buffer<::xla::ffi::U32> tiling,                     \
+      ::xla::ffi::Result<::xla::ffi::AnyBuffer> dx, ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_gamma,          \
+      ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_beta,                                                         \
+      ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> workspace, uint32_t block_dim,                     \
+      uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t rows, uint32_t h_length,              \
+      uint32_t original_h_length, uint32_t tile_rows, uint32_t num_tiles, uint32_t num_groups) {                 \
+    PRELUDE                                                                                                      \
+    const jax_lngb::ascend::RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows,    \
+                                                   h_length,  original_h_length, tile_rows, num_tiles,           \
+                                                   num_groups};                                                  \
+    return jax_lngb::ascend::rms_norm_backward_ascend(LAUNCH, dy, x, rstd, gamma, tiling, dx, pd_gamma, pd_beta, \
+                                                      workspace, a);                                             \
+  }
