@@ -27,7 +27,8 @@ using namespace jax_lngb::emu;
 namespace {
 
 nb::tuple result(const GradBetaEmuResult& r) {
-  return nb::make_tuple(to_bytes(r.pd_gamma), to_bytes(r.pd_beta), stats_dict(r.partials, true), stats_dict(r.combine, true));
+  return nb::make_tuple(to_bytes(r.pd_gamma), to_bytes(r.pd_beta), stats_dict(r.partials, true),
+                        stats_dict(r.combine, true));
 }
 
 }  // namespace
@@ -70,16 +71,18 @@ NB_MODULE(_ascend_emu, m) {
         a.npu_arch = npu_arch;
         return result(without_gil(run_grad_beta, a));
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"),
-      nb::arg("out_type_size"), nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"),
-      nb::arg("combine_block_dim"), nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("rows"), nb::arg("h"), nb::arg("in_type_size"), nb::arg("out_type_size"),
+      nb::arg("tiling"), nb::arg("workspace_bytes"), nb::arg("block_dim"), nb::arg("combine_block_dim"),
+      nb::arg("ub_bytes"), nb::arg("reverse_core_order"), nb::arg("npu_arch"));
 
   bind_norm_apis(m);
   bind_layer_norm_kernels(m);
 
   m.def(
       "run_selftest",
-      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) { return to_bytes(run_selftest(which, block_dim, ub_bytes)); },
+      [](uint32_t which, uint32_t block_dim, uint64_t ub_bytes) {
+        return to_bytes(run_selftest(which, block_dim, ub_bytes));
+      },
       nb::arg("which"), nb::arg("block_dim"), nb::arg("ub_bytes"),
       "Runs one of the deliberately wrong kernels of emu/selftest_kernels.asc.");
 
@@ -102,8 +105,7 @@ NB_MODULE(_ascend_emu, m) {
         a.npu_arch = npu_arch;
         return result(without_gil(run_probe, a));
       },
-      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"),
-      nb::arg("is_reuse_source"), nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"),
-      nb::arg("npu_arch"));
+      nb::arg("res"), nb::arg("dy"), nb::arg("elems"), nb::arg("h"), nb::arg("type_size"), nb::arg("is_reuse_source"),
+      nb::arg("stack_bytes"), nb::arg("api_tiling"), nb::arg("ub_bytes"), nb::arg("npu_arch"));
   m.attr("ffi_api_version") = nb::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
 }

@@ -82,7 +82,8 @@ void bind_layer_norm_kernels(nb::module_& m) {
         l.y = y.data();
         l.mean = mean.data();
         l.variance = var.data();
-        const LayerNormEmuStats s = without_gil(run_layer_norm_forward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
+        const LayerNormEmuStats s =
+            without_gil(run_layer_norm_forward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
         return nb::make_tuple(to_bytes(y), to_bytes(mean), to_bytes(var), stats(s.main));
       },
       nb::arg("x"), nb::arg("gamma"), nb::arg("beta"), nb::arg("rows"), nb::arg("h"), nb::arg("type_size"),
@@ -92,10 +93,10 @@ void bind_layer_norm_kernels(nb::module_& m) {
 
   m.def(
       "run_layer_norm_backward",
-      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var,
-         const nb::bytes& gamma, uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused,
-         const nb::bytes& tiling, uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim,
-         uint32_t combine_block_dim, uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
+      [](const nb::bytes& dy, const nb::bytes& x, const nb::bytes& mean, const nb::bytes& var, const nb::bytes& gamma,
+         uint64_t rows, uint64_t h, uint32_t type_size, uint32_t out_type_size, bool fused, const nb::bytes& tiling,
+         uint64_t stat_elems, uint64_t workspace_bytes, uint32_t block_dim, uint32_t combine_block_dim,
+         uint64_t ub_bytes, uint32_t npu_arch, bool reverse) {
         ascend::LayerNormBackwardLaunch l;
         l.fused = fused;
         l.in_type = elem(type_size, "type_size");
@@ -121,8 +122,10 @@ void bind_layer_norm_kernels(nb::module_& m) {
           res.resize(n * type_size);
           l.res_for_gamma = res.data();
         }
-        const LayerNormEmuStats s = without_gil(run_layer_norm_backward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
-        if (fused) return nb::make_tuple(to_bytes(pdx), to_bytes(pd_gamma), to_bytes(pd_beta), stats(s.main), stats(s.combine));
+        const LayerNormEmuStats s =
+            without_gil(run_layer_norm_backward, l, LayerNormEmuConfig{ub_bytes, npu_arch, reverse});
+        if (fused)
+          return nb::make_tuple(to_bytes(pdx), to_bytes(pd_gamma), to_bytes(pd_beta), stats(s.main), stats(s.combine));
         return nb::make_tuple(to_bytes(pdx), to_bytes(res), stats(s.main));
       },
       nb::arg("dy"), nb::arg("x"), nb::arg("mean"), nb::arg("variance"), nb::arg("gamma"), nb::arg("rows"),

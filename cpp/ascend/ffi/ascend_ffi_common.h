@@ -45,8 +45,7 @@ inline ffi::Error check_last_dim(const std::string& name, ffi::AnyBuffer x, uint
 // `holders` (one operand, or several named together) hold rows * h_length elements.
 inline ffi::Error check_row_count(const std::string& holders, bool holds, uint32_t rows, uint32_t h_length) {
   if (!holds)
-    return invalid(holders + " must hold rows * h_length = " + std::to_string(uint64_t(rows) * h_length) +
-                   " elements");
+    return invalid(holders + " must hold rows * h_length = " + std::to_string(uint64_t(rows) * h_length) + " elements");
   return ffi::Error::Success();
 }
 
@@ -60,8 +59,7 @@ inline ffi::Error check_row_operand(const std::string& name, ffi::AnyBuffer x, E
 }
 
 inline ffi::Error check_tiling_words(size_t words, size_t expected) {
-  if (words != expected)
-    return invalid("the tiling operand must have " + std::to_string(expected) + " uint32 words");
+  if (words != expected) return invalid("the tiling operand must have " + std::to_string(expected) + " uint32 words");
   return ffi::Error::Success();
 }
 
@@ -114,8 +112,7 @@ ffi::Error run_launcher(Launcher&& launcher, const Launch& l) {
 }  // namespace jax_lngb::ascend
 
 // Returns from the enclosing handler when a check fails.
-#define JAX_LNGB_ASCEND_CHECK(expr)                             \
-  do {                                                          \
-    if (::xla::ffi::Error jax_lngb_e = (expr); jax_lngb_e.failure()) \
-      return jax_lngb_e;                                        \
+#define JAX_LNGB_ASCEND_CHECK(expr)                                                     \
+  do {                                                                                  \
+    if (::xla::ffi::Error jax_lngb_e = (expr); jax_lngb_e.failure()) return jax_lngb_e; \
   } while (0)

@@ -12,10 +12,11 @@ struct NpuLaunch {
 };
 
 JAX_LNGB_ASCEND_GRAD_BETA_HANDLER(GradBetaAscendNpu, NpuLaunch{stream},
-                                  JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));, void* stream, )
+                                  JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));
+                                  , void* stream, )
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbGradBetaAscend, GradBetaAscendNpu,
-                              JAX_LNGB_ASCEND_GRAD_BETA_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbGradBetaAscend, GradBetaAscendNpu,
+    JAX_LNGB_ASCEND_GRAD_BETA_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));

@@ -23,16 +23,17 @@ struct NpuBackward {
 };
 
 JAX_LNGB_ASCEND_LN_HANDLERS(LayerNormNpu, NpuForward{stream}, NpuBackward{stream},
-                            JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));, void* stream, )
+                            JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));
+                            , void* stream, )
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbLayerNormForwardAscend, LayerNormNpuForward,
-                              JAX_LNGB_ASCEND_LN_FORWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbLayerNormGradAscend, LayerNormNpuGrad,
-                              JAX_LNGB_ASCEND_LN_GRAD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbLayerNormBackwardAscend, LayerNormNpuBackward,
-                              JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbLayerNormForwardAscend, LayerNormNpuForward,
+    JAX_LNGB_ASCEND_LN_FORWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbLayerNormGradAscend, LayerNormNpuGrad,
+    JAX_LNGB_ASCEND_LN_GRAD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbLayerNormBackwardAscend, LayerNormNpuBackward,
+    JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));

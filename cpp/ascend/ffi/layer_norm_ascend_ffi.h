@@ -59,8 +59,8 @@ inline bool is_f32_vector(ffi::AnyBuffer b, uint64_t n) {
 }
 
 template <class Launcher>
-ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::AnyBuffer gamma,
-                                     ffi::AnyBuffer beta, ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
+ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,
+                                     ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,
                                      ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,
                                      const LayerNormAttrs& a) {
   LayerNormForwardLaunch l;
@@ -92,10 +92,11 @@ ffi::Error layer_norm_forward_ascend(Launcher&& launcher, ffi::AnyBuffer x, ffi:
 template <class Launcher>
 ffi::Error layer_norm_backward_ascend(Launcher&& launcher, bool fused, ffi::AnyBuffer dy, ffi::AnyBuffer x,
                                       ffi::AnyBuffer mean, ffi::AnyBuffer variance, ffi::AnyBuffer gamma,
-                                      ffi::Buffer<ffi::U32> tiling, void* pd_x, ffi::DataType pd_x_type, size_t pd_x_count, void* res_for_gamma,
-                                      ffi::DataType res_type, size_t res_count, void* pd_gamma, void* pd_beta,
-                                      ffi::DataType param_type, size_t gamma_count, size_t beta_count,
-                                      void* workspace, size_t workspace_count, const LayerNormAttrs& a) {
+                                      ffi::Buffer<ffi::U32> tiling, void* pd_x, ffi::DataType pd_x_type,
+                                      size_t pd_x_count, void* res_for_gamma, ffi::DataType res_type, size_t res_count,
+                                      void* pd_gamma, void* pd_beta, ffi::DataType param_type, size_t gamma_count,
+                                      size_t beta_count, void* workspace, size_t workspace_count,
+                                      const LayerNormAttrs& a) {
   LayerNormBackwardLaunch l;
   l.fused = fused;
   JAX_LNGB_ASCEND_CHECK(check_layer_norm_common(a, x, &l.in_type, tiling.element_count(),
@@ -142,23 +143,23 @@ ffi::Error layer_norm_backward_ascend(Launcher&& launcher, bool fused, ffi::AnyB
 
 }  // namespace jax_lngb::ascend
 
-#define JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind)   \
-  bind.Attr<uint32_t>("block_dim")             \
-      .Attr<uint32_t>("rows")                  \
-      .Attr<uint32_t>("h_length")              \
-      .Attr<uint32_t>("original_h_length")     \
-      .Attr<uint32_t>("tile_rows")             \
-      .Attr<uint32_t>("num_tiles")             \
+#define JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind) \
+  bind.Attr<uint32_t>("block_dim")          \
+      .Attr<uint32_t>("rows")               \
+      .Attr<uint32_t>("h_length")           \
+      .Attr<uint32_t>("original_h_length")  \
+      .Attr<uint32_t>("tile_rows")          \
+      .Attr<uint32_t>("num_tiles")          \
       .Attr<uint32_t>("stat_stride")
 
 // The bindings shared by both handlers of each target, after the context arguments.
-#define JAX_LNGB_ASCEND_LN_FORWARD_BINDING(bind)                                          \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()                          \
-                                    .Arg<xla::ffi::AnyBuffer>()                          \
-                                    .Arg<xla::ffi::AnyBuffer>()                          \
-                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>()              \
-                                    .Ret<xla::ffi::AnyBuffer>()                          \
-                                    .Ret<xla::ffi::AnyBuffer>()                          \
+#define JAX_LNGB_ASCEND_LN_FORWARD_BINDING(bind)                            \
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(bind.Arg<xla::ffi::AnyBuffer>()             \
+                                    .Arg<xla::ffi::AnyBuffer>()             \
+                                    .Arg<xla::ffi::AnyBuffer>()             \
+                                    .Arg<xla::ffi::Buffer<xla::ffi::U32>>() \
+                                    .Ret<xla::ffi::AnyBuffer>()             \
+                                    .Ret<xla::ffi::AnyBuffer>()             \
                                     .Ret<xla::ffi::AnyBuffer>())
 
 // The operands of both backward targets: dy, x, mean, variance, gamma, tiling.
@@ -171,60 +172,61 @@ ffi::Error layer_norm_backward_ascend(Launcher&& launcher, bool fused, ffi::AnyB
       .Arg<xla::ffi::Buffer<xla::ffi::U32>>()
 
 #define JAX_LNGB_ASCEND_LN_GRAD_BINDING(bind) \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind).Ret<xla::ffi::AnyBuffer>().Ret<xla::ffi::AnyBuffer>())
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(              \
+      JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind).Ret<xla::ffi::AnyBuffer>().Ret<xla::ffi::AnyBuffer>())
 
-#define JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(bind)                                    \
-  JAX_LNGB_ASCEND_LN_TILE_ATTRS(JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind)          \
-                                    .Ret<xla::ffi::AnyBuffer>()                     \
-                                    .Ret<xla::ffi::AnyBuffer>()                     \
-                                    .Ret<xla::ffi::AnyBuffer>()                     \
-                                    .Ret<xla::ffi::Buffer<xla::ffi::F32>>())        \
-      .Attr<uint32_t>("combine_block_dim")                                           \
-      .Attr<uint32_t>("combine_cols_per_core")                                       \
+#define JAX_LNGB_ASCEND_LN_BACKWARD_BINDING(bind)                            \
+  JAX_LNGB_ASCEND_LN_TILE_ATTRS(JAX_LNGB_ASCEND_LN_BACKWARD_OPERANDS(bind)   \
+                                    .Ret<xla::ffi::AnyBuffer>()              \
+                                    .Ret<xla::ffi::AnyBuffer>()              \
+                                    .Ret<xla::ffi::AnyBuffer>()              \
+                                    .Ret<xla::ffi::Buffer<xla::ffi::F32>>()) \
+      .Attr<uint32_t>("combine_block_dim")                                   \
+      .Attr<uint32_t>("combine_cols_per_core")                               \
       .Attr<uint32_t>("num_groups")
 
 // Handler bodies: `LAUNCH` is an expression callable as int(const Launch&, const char**);
 // `PRELUDE` is a statement each handler runs first (the NPU's stream check).
-#define JAX_LNGB_ASCEND_LN_HANDLERS(PREFIX, FWD_LAUNCH, BWD_LAUNCH, PRELUDE, ...)                                        \
-  ffi::Error PREFIX##Forward(__VA_ARGS__ ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,          \
-                             ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,                       \
-                             ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,            \
-                             uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,  \
-                             uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride) {                    \
-    PRELUDE                                                                                                      \
-    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles, \
-                                             stat_stride};                                                       \
+#define JAX_LNGB_ASCEND_LN_HANDLERS(PREFIX, FWD_LAUNCH, BWD_LAUNCH, PRELUDE, ...)                                 \
+  ffi::Error PREFIX##Forward(__VA_ARGS__ ffi::AnyBuffer x, ffi::AnyBuffer gamma, ffi::AnyBuffer beta,             \
+                             ffi::Buffer<ffi::U32> tiling, ffi::Result<ffi::AnyBuffer> y,                         \
+                             ffi::Result<ffi::AnyBuffer> mean, ffi::Result<ffi::AnyBuffer> variance,              \
+                             uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,    \
+                             uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride) {                      \
+    PRELUDE                                                                                                       \
+    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows,      h_length,   original_h_length,                 \
+                                             tile_rows, num_tiles, stat_stride};                                  \
     return jax_lngb::ascend::layer_norm_forward_ascend(FWD_LAUNCH, x, gamma, beta, tiling, y, mean, variance, a); \
-  }                                                                                                              \
-  ffi::Error PREFIX##Grad(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,                \
-                          ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,          \
-                          ffi::Result<ffi::AnyBuffer> pd_x, ffi::Result<ffi::AnyBuffer> res, uint32_t block_dim, \
-                          uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,     \
-                          uint32_t num_tiles, uint32_t stat_stride) {                                           \
-    PRELUDE                                                                                                      \
-    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles, \
-                                             stat_stride};                                                       \
-    return jax_lngb::ascend::layer_norm_backward_ascend(                                                         \
-        BWD_LAUNCH, false, dy, x, mean, variance, gamma, tiling, pd_x->untyped_data(),                  \
-        pd_x->element_type(), pd_x->element_count(), res->untyped_data(), res->element_type(),                   \
-        res->element_count(), nullptr, nullptr, ffi::DataType::F32, 0, 0, nullptr, 0, a);                       \
-  }                                                                                                              \
-  ffi::Error PREFIX##Backward(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,             \
-                              ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,      \
-                              ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> pd_gamma,             \
-                              ffi::Result<ffi::AnyBuffer> pd_beta, ffi::Result<ffi::Buffer<ffi::F32>> workspace, \
-                              uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length, \
-                              uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride,                     \
-                              uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t num_groups) { \
-    PRELUDE                                                                                                      \
-    const jax_lngb::ascend::LayerNormAttrs a{block_dim,   rows,       h_length,          original_h_length,      \
-                                             tile_rows,   num_tiles,  stat_stride,       combine_block_dim,      \
-                                             combine_cols_per_core, num_groups};                                 \
-    if (pd_beta->element_type() != pd_gamma->element_type())                                                    \
-      return jax_lngb::ascend::invalid("pd_gamma and pd_beta must have one type");                              \
-    return jax_lngb::ascend::layer_norm_backward_ascend(                                                         \
-        BWD_LAUNCH, true, dy, x, mean, variance, gamma, tiling, dx->untyped_data(),                     \
-        dx->element_type(), dx->element_count(), nullptr, ffi::DataType::F32, 0, pd_gamma->untyped_data(),      \
-        pd_beta->untyped_data(), pd_gamma->element_type(), pd_gamma->element_count(),                           \
-        pd_beta->element_count(), workspace->typed_data(), workspace->element_count(), a);                      \
+  }                                                                                                               \
+  ffi::Error PREFIX##Grad(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,                   \
+                          ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,            \
+                          ffi::Result<ffi::AnyBuffer> pd_x, ffi::Result<ffi::AnyBuffer> res, uint32_t block_dim,  \
+                          uint32_t rows, uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows,       \
+                          uint32_t num_tiles, uint32_t stat_stride) {                                             \
+    PRELUDE                                                                                                       \
+    const jax_lngb::ascend::LayerNormAttrs a{block_dim, rows,      h_length,   original_h_length,                 \
+                                             tile_rows, num_tiles, stat_stride};                                  \
+    return jax_lngb::ascend::layer_norm_backward_ascend(                                                          \
+        BWD_LAUNCH, false, dy, x, mean, variance, gamma, tiling, pd_x->untyped_data(), pd_x->element_type(),      \
+        pd_x->element_count(), res->untyped_data(), res->element_type(), res->element_count(), nullptr, nullptr,  \
+        ffi::DataType::F32, 0, 0, nullptr, 0, a);                                                                 \
+  }                                                                                                               \
+  ffi::Error PREFIX##Backward(__VA_ARGS__ ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer mean,               \
+                              ffi::AnyBuffer variance, ffi::AnyBuffer gamma, ffi::Buffer<ffi::U32> tiling,        \
+                              ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> pd_gamma,               \
+                              ffi::Result<ffi::AnyBuffer> pd_beta, ffi::Result<ffi::Buffer<ffi::F32>> workspace,  \
+                              uint32_t block_dim, uint32_t rows, uint32_t h_length, uint32_t original_h_length,   \
+                              uint32_t tile_rows, uint32_t num_tiles, uint32_t stat_stride,                       \
+                              uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t num_groups) {  \
+    PRELUDE                                                                                                       \
+    const jax_lngb::ascend::LayerNormAttrs a{                                                                     \
+        block_dim, rows,        h_length,          original_h_length,     tile_rows,                              \
+        num_tiles, stat_stride, combine_block_dim, combine_cols_per_core, num_groups};                            \
+    if (pd_beta->element_type() != pd_gamma->element_type())                                                      \
+      return jax_lngb::ascend::invalid("pd_gamma and pd_beta must have one type");                                \
+    return jax_lngb::ascend::layer_norm_backward_ascend(                                                          \
+        BWD_LAUNCH, true, dy, x, mean, variance, gamma, tiling, dx->untyped_data(), dx->element_type(),           \
+        dx->element_count(), nullptr, ffi::DataType::F32, 0, pd_gamma->untyped_data(), pd_beta->untyped_data(),   \
+        pd_gamma->element_type(), pd_gamma->element_count(), pd_beta->element_count(), workspace->typed_data(),   \
+        workspace->element_count(), a);                                                                           \
   }

@@ -17,13 +17,14 @@ struct NpuLaunch {
 };
 
 JAX_LNGB_ASCEND_RMS_NORM_HANDLERS(RmsNormAscendNpu, NpuLaunch{stream},
-                                  JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));, void* stream, )
+                                  JAX_LNGB_ASCEND_CHECK(jax_lngb::ascend::check_stream(stream));
+                                  , void* stream, )
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbRmsNormForwardAscend, RmsNormAscendNpuForward,
-                              JAX_LNGB_ASCEND_RMS_NORM_FORWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxLngbRmsNormBackwardAscend, RmsNormAscendNpuBackward,
-                              JAX_LNGB_ASCEND_RMS_NORM_BACKWARD_BINDING(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbRmsNormForwardAscend, RmsNormAscendNpuForward,
+    JAX_LNGB_ASCEND_RMS_NORM_FORWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxLngbRmsNormBackwardAscend, RmsNormAscendNpuBackward,
+    JAX_LNGB_ASCEND_RMS_NORM_BACKWARD_BINDING(xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()));

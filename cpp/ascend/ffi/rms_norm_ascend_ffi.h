@@ -36,8 +36,8 @@ struct RmsNormForwardAttrs {
 };
 
 struct RmsNormBackwardAttrs {
-  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows,
-      num_tiles, num_groups;
+  uint32_t block_dim, combine_block_dim, combine_cols_per_core, rows, h_length, original_h_length, tile_rows, num_tiles,
+      num_groups;
 };
 
 inline uint64_t rms_rstd_elems(uint32_t num_tiles, uint32_t tile_rows) {
@@ -167,30 +167,28 @@ ffi::Error rms_norm_backward_ascend(Launcher&& launcher, ffi::AnyBuffer dy, ffi:
 // const char**) and int(const RmsNormBackwardLaunch&, const char**),
 // `PRELUDE` a statement each runs first (the NPU's stream check), and the
 // variadic arguments are the context parameters ahead of the operands.
-#define JAX_LNGB_ASCEND_RMS_NORM_HANDLERS(PREFIX, LAUNCH, PRELUDE, ...)                                          \
-  ::xla::ffi::Error PREFIX##Forward(__VA_ARGS__ ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> gamma, \
-                                    ::xla::ffi::Buffer<::xla::ffi::U32> tiling,                                 \
-                                    ::xla::ffi::Result<::xla::ffi::AnyBuffer> y,                                \
-                                    ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> rstd, uint32_t block_dim, \
-                                    uint32_t rows, uint32_t h_length, uint32_t original_h_length,               \
-                                    uint32_t tile_rows, uint32_t num_tiles) {                                   \
-    PRELUDE                                                                                                      \
-    const jax_lngb::ascend::RmsNormForwardAttrs a{block_dim, rows, h_length, original_h_length, tile_rows,       \
-                                                  num_tiles};                                                    \
-    return jax_lngb::ascend::rms_norm_forward_ascend(LAUNCH, x, gamma, tiling, y, rstd, a);                      \
-  }                                                                                                              \
-  ::xla::ffi::Error PREFIX##Backward(                                                                            \
-      __VA_ARGS__ ::xla::ffi::AnyBuffer dy, ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> rstd,   \
-      ::xla::ffi::Buffer<::xla::ffi::F32> gamma, ::xla::ffi::Buffer<::xla::ffi::U32> tiling,                     \
-      ::xla::ffi::Result<::xla::ffi::AnyBuffer> dx, ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_gamma,          \
-      ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_beta,                                                         \
-      ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> workspace, uint32_t block_dim,                     \
-      uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t rows, uint32_t h_length,              \
-      uint32_t original_h_length, uint32_t tile_rows, uint32_t num_tiles, uint32_t num_groups) {                 \
-    PRELUDE                                                                                                      \
-    const jax_lngb::ascend::RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core, rows,    \
-                                                   h_length,  original_h_length, tile_rows, num_tiles,           \
-                                                   num_groups};                                                  \
-    return jax_lngb::ascend::rms_norm_backward_ascend(LAUNCH, dy, x, rstd, gamma, tiling, dx, pd_gamma, pd_beta, \
-                                                      workspace, a);                                             \
+#define JAX_LNGB_ASCEND_RMS_NORM_HANDLERS(PREFIX, LAUNCH, PRELUDE, ...)                                                \
+  ::xla::ffi::Error PREFIX##Forward(                                                                                   \
+      __VA_ARGS__ ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> gamma,                                  \
+      ::xla::ffi::Buffer<::xla::ffi::U32> tiling, ::xla::ffi::Result<::xla::ffi::AnyBuffer> y,                         \
+      ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> rstd, uint32_t block_dim, uint32_t rows,                 \
+      uint32_t h_length, uint32_t original_h_length, uint32_t tile_rows, uint32_t num_tiles) {                         \
+    PRELUDE                                                                                                            \
+    const jax_lngb::ascend::RmsNormForwardAttrs a{block_dim, rows, h_length, original_h_length, tile_rows, num_tiles}; \
+    return jax_lngb::ascend::rms_norm_forward_ascend(LAUNCH, x, gamma, tiling, y, rstd, a);                            \
+  }                                                                                                                    \
+  ::xla::ffi::Error PREFIX##Backward(                                                                                  \
+      __VA_ARGS__ ::xla::ffi::AnyBuffer dy, ::xla::ffi::AnyBuffer x, ::xla::ffi::Buffer<::xla::ffi::F32> rstd,         \
+      ::xla::ffi::Buffer<::xla::ffi::F32> gamma, ::xla::ffi::Buffer<::xla::ffi::U32> tiling,                           \
+      ::xla::ffi::Result<::xla::ffi::AnyBuffer> dx, ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_gamma,                \
+      ::xla::ffi::Result<::xla::ffi::AnyBuffer> pd_beta,                                                               \
+      ::xla::ffi::Result<::xla::ffi::Buffer<::xla::ffi::F32>> workspace, uint32_t block_dim,                           \
+      uint32_t combine_block_dim, uint32_t combine_cols_per_core, uint32_t rows, uint32_t h_length,                    \
+      uint32_t original_h_length, uint32_t tile_rows, uint32_t num_tiles, uint32_t num_groups) {                       \
+    PRELUDE                                                                                                            \
+    const jax_lngb::ascend::RmsNormBackwardAttrs a{block_dim, combine_block_dim, combine_cols_per_core,                \
+                                                   rows,      h_length,          original_h_length,                    \
+                                                   tile_rows, num_tiles,         num_groups};                          \
+    return jax_lngb::ascend::rms_norm_backward_ascend(LAUNCH, dy, x, rstd, gamma, tiling, dx, pd_gamma, pd_beta,       \
+                                                      workspace, a);                                                   \
   }
