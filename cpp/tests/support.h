@@ -16,11 +16,46 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/base/cpu_features.h"
 #include "kernels/base/dtypes.h"
 #include "kernels/base/executor.h"
 #include "kernels/base/partition.h"
 
 namespace jax_lngb::test {
+
+// ------------------------------------------------------------ ISA tables
+
+// One ISA variant's table of row kernels, by name.
+template <class Table>
+struct IsaTable {
+  const char* name;
+  Table table;
+};
+
+// The variants of a kernel table compiled into this build that this CPU can
+// execute: generic always, AVX2 and AVX-512 where both hold. A variant the
+// build lacks is passed as nullptr (JAX_LNGB_ISA_TABLE below).
+template <class Table>
+std::vector<IsaTable<Table>> runnable_tables(Table (*generic_table)(), Table (*avx2_table)(), Table (*avx512_table)()) {
+  std::vector<IsaTable<Table>> out{{"generic", generic_table()}};
+  if (avx2_table && int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2_table()});
+  if (avx512_table && int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512_table()});
+  return out;
+}
+
+#if defined(JAX_LNGB_HAVE_AVX2)
+#define JAX_LNGB_AVX2_TABLE(getter) (&avx2::getter)
+#else
+#define JAX_LNGB_AVX2_TABLE(getter) nullptr
+#endif
+#if defined(JAX_LNGB_HAVE_AVX512)
+#define JAX_LNGB_AVX512_TABLE(getter) (&avx512::getter)
+#else
+#define JAX_LNGB_AVX512_TABLE(getter) nullptr
+#endif
+// runnable_tables() of the table every ISA variant's `getter` returns.
+#define JAX_LNGB_RUNNABLE_TABLES(Table, getter) \
+  runnable_tables<Table>(&generic::getter, JAX_LNGB_AVX2_TABLE(getter), JAX_LNGB_AVX512_TABLE(getter))
 
 // ------------------------------------------------------------- spawners
 

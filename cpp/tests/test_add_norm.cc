@@ -221,21 +221,9 @@ JAX_LNGB_TEST(add_norm_matches_float64_and_is_deterministic) {
   check_types<bf16_t, bf16_t>(gen, zoo);
 }
 
-struct RowsTable {
-  const char* name;
-  AddNormRowsTable table;
-};
+using RowsTable = IsaTable<AddNormRowsTable>;
 
-std::vector<RowsTable> runnable_row_tables() {
-  std::vector<RowsTable> out{{"generic", generic::add_norm_rows_table()}};
-#if defined(JAX_LNGB_HAVE_AVX2)
-  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::add_norm_rows_table()});
-#endif
-#if defined(JAX_LNGB_HAVE_AVX512)
-  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::add_norm_rows_table()});
-#endif
-  return out;
-}
+std::vector<RowsTable> runnable_row_tables() { return JAX_LNGB_RUNNABLE_TABLES(AddNormRowsTable, add_norm_rows_table); }
 
 // Every ISA variant's row kernels, called directly (streaming stores on and
 // off, with and without beta), give the generic variant's bits. NaN and Inf

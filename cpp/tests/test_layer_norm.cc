@@ -20,20 +20,10 @@
 namespace jax_lngb::test {
 namespace {
 
-struct RowsTable {
-  const char* name;
-  LayerNormRowsTable table;
-};
+using RowsTable = IsaTable<LayerNormRowsTable>;
 
 std::vector<RowsTable> runnable_row_tables() {
-  std::vector<RowsTable> out{{"generic", generic::layer_norm_rows_table()}};
-#if defined(JAX_LNGB_HAVE_AVX2)
-  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::layer_norm_rows_table()});
-#endif
-#if defined(JAX_LNGB_HAVE_AVX512)
-  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::layer_norm_rows_table()});
-#endif
-  return out;
+  return JAX_LNGB_RUNNABLE_TABLES(LayerNormRowsTable, layer_norm_rows_table);
 }
 
 template <typename T>

@@ -17,21 +17,10 @@
 namespace jax_lngb::test {
 namespace {
 
-struct IsaTable {
-  const char* name;
-  ReduceRowsTable table;
-};
+using ReduceIsaTable = IsaTable<ReduceRowsTable>;
 
-// The variants compiled into this build that this CPU can execute.
-std::vector<IsaTable> runnable_tables() {
-  std::vector<IsaTable> out{{"generic", generic::reduce_rows_table()}};
-#if defined(JAX_LNGB_HAVE_AVX2)
-  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::reduce_rows_table()});
-#endif
-#if defined(JAX_LNGB_HAVE_AVX512)
-  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::reduce_rows_table()});
-#endif
-  return out;
+std::vector<ReduceIsaTable> runnable_reduce_tables() {
+  return JAX_LNGB_RUNNABLE_TABLES(ReduceRowsTable, reduce_rows_table);
 }
 
 // Elements a [rows, cols] window with leading dimension ld really spans:
@@ -45,7 +34,7 @@ std::vector<ReduceRowsFn> loops_of(const ReduceRowsTable& t, DType d) {
 }
 
 template <typename T>
-void check_dtype(const IsaTable& isa, std::mt19937_64& gen) {
+void check_dtype(const ReduceIsaTable& isa, std::mt19937_64& gen) {
   const std::vector<ReduceRowsFn> fns = loops_of(isa.table, dtype_of<T>());
   for (size_t k = 0; k < fns.size(); ++k)
     CHECK_MSG(fns[k] != nullptr, isa.name << " lacks loop " << k << " for " << type_name<T>());
@@ -84,7 +73,7 @@ void check_dtype(const IsaTable& isa, std::mt19937_64& gen) {
 
 JAX_LNGB_TEST(reduce_rows_every_dtype_every_isa_bit_exact) {
   std::mt19937_64 gen(42);
-  for (const IsaTable& isa : runnable_tables()) {
+  for (const ReduceIsaTable& isa : runnable_reduce_tables()) {
     check_dtype<float>(isa, gen);
     check_dtype<f16_t>(isa, gen);
     check_dtype<bf16_t>(isa, gen);
@@ -139,7 +128,7 @@ JAX_LNGB_TEST(reduce_rows_every_dtype_has_a_kernel_invalid_is_null) {
 // in 16 bits) and accumulators at -0, acc = -0 + 1 * x = x exactly for
 // every x (NaN comes out as some NaN).
 template <typename T>
-void check_widening_loads(const IsaTable& isa) {
+void check_widening_loads(const ReduceIsaTable& isa) {
   const int64_t n = 65536;
   std::vector<T> dy(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) dy[size_t(i)] = T{uint16_t(i)};
@@ -159,7 +148,7 @@ void check_widening_loads(const IsaTable& isa) {
 }
 
 JAX_LNGB_TEST(vector_loads_widen_every_16bit_pattern) {
-  for (const IsaTable& isa : runnable_tables()) {
+  for (const ReduceIsaTable& isa : runnable_reduce_tables()) {
     check_widening_loads<f16_t>(isa);
     check_widening_loads<bf16_t>(isa);
   }

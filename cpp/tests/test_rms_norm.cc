@@ -22,21 +22,9 @@
 namespace jax_lngb::test {
 namespace {
 
-struct RowsTable {
-  const char* name;
-  RmsNormRowsTable table;
-};
+using RowsTable = IsaTable<RmsNormRowsTable>;
 
-std::vector<RowsTable> runnable_row_tables() {
-  std::vector<RowsTable> out{{"generic", generic::rms_norm_rows_table()}};
-#if defined(JAX_LNGB_HAVE_AVX2)
-  if (int(supported_isa()) >= int(Isa::kAvx2)) out.push_back({"avx2", avx2::rms_norm_rows_table()});
-#endif
-#if defined(JAX_LNGB_HAVE_AVX512)
-  if (int(supported_isa()) >= int(Isa::kAvx512)) out.push_back({"avx512", avx512::rms_norm_rows_table()});
-#endif
-  return out;
-}
+std::vector<RowsTable> runnable_row_tables() { return JAX_LNGB_RUNNABLE_TABLES(RmsNormRowsTable, rms_norm_rows_table); }
 
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
